@@ -1,0 +1,32 @@
+// kvcompress — Array<T, N>: a thread's register fragment.
+#pragma once
+
+#include "../config.hpp"
+
+namespace kvc {
+
+/// A fixed-size array that lives in registers when indexed with compile-time constants
+/// (unrolled loops). It is an aggregate, so `Array<float, 4> a{};` zero-fills it.
+///
+///   Array<float, 16> frag{};
+///   KVC_PRAGMA_UNROLL
+///   for (int i = 0; i < 16; ++i) frag[i] = 1.f;
+template <typename T, int N>
+struct Array {
+  static_assert(N > 0, "Array needs at least one element");
+  using value_type = T;
+  static constexpr int kSize = N;
+
+  T data[N];
+
+  KVC_HOST_DEVICE constexpr T& operator[](int i) { return data[i]; }
+  KVC_HOST_DEVICE constexpr const T& operator[](int i) const { return data[i]; }
+  KVC_HOST_DEVICE static constexpr int size() { return N; }
+
+  KVC_HOST_DEVICE constexpr void fill(T v) {
+    KVC_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) data[i] = v;
+  }
+};
+
+}  // namespace kvc

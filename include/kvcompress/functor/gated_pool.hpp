@@ -1,0 +1,121 @@
+// kvcompress — GatedPool: per-channel softmax-gated pooling of a group of rows (SPEC §1.3).
+#pragma once
+
+#include <cmath>
+
+#include "../core/array.hpp"
+
+namespace kvc {
+
+/// Partial result of gated pooling over some members of a group, per channel:
+/// `max` of the scores seen, `sum` of exp(score - max), `acc` of kv * exp(score - max).
+/// Partials over disjoint members merge exactly like online softmax.
+template <int N>
+struct PoolState {
+  Array<float, N> max;
+  Array<float, N> sum;
+  Array<float, N> acc;
+};
+
+/// Softmax-gated pooling over the `Ratio` members of a group, independently per channel:
+///   pooled[d] = sum_q kv_q[d] * exp(s_q[d] - m[d]) / sum_q exp(s_q[d] - m[d]),  m = max_q s_q.
+/// Works on a thread's fragment of N channels; channels never mix, so any channel-to-thread
+/// mapping works. Members can be pooled all at once (`pool`), or in batches (`partial`)
+/// whose states are combined with `merge` (in a fixed order, for deterministic results) and
+/// read with `finish` — that is how a kernel splits a large group across warps.
+///
+///   Array<float, 16> kv[2], score[2];          // the two members of a ratio-2 group
+///   Array<float, 16> pooled = GatedPool<2>::pool(kv, score);
+///
+/// Non-finite scores follow the formula: a -inf score weighs 0, a NaN or +inf score gives NaN.
+template <int Ratio>
+struct GatedPool {
+  static_assert(Ratio >= 1, "compress ratio must be positive");
+  static constexpr int kRatio = Ratio;
+
+  /// State of zero members (merging it changes nothing).
+  template <int N>
+  KVC_HOST_DEVICE static PoolState<N> empty() {
+    PoolState<N> s;
+    s.max.fill(-INFINITY);
+    s.sum.fill(0.f);
+    s.acc.fill(0.f);
+    return s;
+  }
+
+  /// State of `Count` members held in registers: one exp per member and channel.
+  template <int Count, int N>
+  KVC_HOST_DEVICE static PoolState<N> partial(const Array<float, N> (&kv)[Count],
+                                              const Array<float, N> (&score)[Count]) {
+    PoolState<N> s;
+    KVC_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) {
+      float m = score[0][i];
+      KVC_PRAGMA_UNROLL
+      for (int q = 1; q < Count; ++q) m = score[q][i] > m ? score[q][i] : m;
+      float sum = 0.f, acc = 0.f;
+      KVC_PRAGMA_UNROLL
+      for (int q = 0; q < Count; ++q) {
+        const float w = weight(score[q][i], m);
+        sum += w;
+        acc += kv[q][i] * w;
+      }
+      s.max[i] = m;
+      s.sum[i] = sum;
+      s.acc[i] = acc;
+    }
+    return s;
+  }
+
+  /// Combine the states of two disjoint sets of members into `a`.
+  template <int N>
+  KVC_HOST_DEVICE static void merge(PoolState<N>& a, const PoolState<N>& b) {
+    KVC_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) {
+      const float m = b.max[i] > a.max[i] ? b.max[i] : a.max[i];
+      const float wa = rescale(a.max[i], m);
+      const float wb = rescale(b.max[i], m);
+      a.sum[i] = a.sum[i] * wa + b.sum[i] * wb;
+      a.acc[i] = a.acc[i] * wa + b.acc[i] * wb;
+      a.max[i] = m;
+    }
+  }
+
+  /// The pooled values of a complete group.
+  template <int N>
+  KVC_HOST_DEVICE static Array<float, N> finish(const PoolState<N>& s) {
+    Array<float, N> out;
+    KVC_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) out[i] = s.acc[i] / s.sum[i];
+    return out;
+  }
+
+  /// All `Ratio` members at once.
+  template <int N>
+  KVC_HOST_DEVICE static Array<float, N> pool(const Array<float, N> (&kv)[Ratio],
+                                              const Array<float, N> (&score)[Ratio]) {
+    return finish(partial<Ratio>(kv, score));
+  }
+
+ private:
+  // exp(s - m) for a member; a -inf score weighs exactly 0 (also when m is -inf).
+  KVC_HOST_DEVICE static float weight(float s, float m) {
+    return s == -INFINITY ? 0.f : expf(s - m);
+  }
+  // exp(old_max - new_max), 1 when unchanged (so two -inf maxima do not make a NaN).
+  KVC_HOST_DEVICE static float rescale(float old_max, float new_max) {
+    return old_max == new_max ? 1.f : expf(old_max - new_max);
+  }
+};
+
+/// Ratio 1: every token is its own group; pooling is the identity and there is no gate.
+template <>
+struct GatedPool<1> {
+  static constexpr int kRatio = 1;
+  template <int N>
+  KVC_HOST_DEVICE static Array<float, N> pool(const Array<float, N> (&kv)[1]) {
+    return kv[0];
+  }
+};
+
+}  // namespace kvc

@@ -1,0 +1,38 @@
+// kvcompress — parameters of Op A, save–compress–norm (SPEC §1).
+#pragma once
+
+#include <cstdint>
+
+#include "../core/codecs.hpp"
+#include "../core/types.hpp"
+#include "../layout/ring.hpp"
+
+namespace kvc {
+
+/// Everything one launch of Op A reads and writes. A plain aggregate: fill the fields,
+/// call `kvc::compress(params, stream)` (launch/compress.cuh). Element strides, never bytes.
+struct CompressParams {
+  int ratio = 2;                    // R: tokens pooled into one latent (1 = no gate, no ring)
+  int head_dim = 512;               // D
+  DType dtype = DType::kFloat32;    // element type of kv_score and of the ring
+  int64_t num_tokens = 0;           // T; 0 is a no-op
+
+  const void* kv_score = nullptr;   // [T, 2*D] (R > 1: kv in 0..D-1, score in D..2D-1) or [T, D] (R == 1), row stride kv_score_stride
+  int64_t kv_score_stride = 0;
+  IndexPtr positions;               // [T] int32/int64 absolute position of each token
+  IndexPtr slot;                    // [T] int32/int64 ring slot = block * C + row; < 0 marks padding
+  const int32_t* qsl = nullptr;     // [qsl_size] query start locations: request r owns tokens qsl[r] .. qsl[r+1]-1 (R > 1)
+  int64_t qsl_size = 0;             // num_reqs + 1 (R > 1)
+  const int32_t* req = nullptr;     // [T] request of each token (R > 1)
+
+  void* ring = nullptr;             // [blocks, C, 2*D] of dtype, strides in ring_layout (R > 1); read and written
+  RingLayout ring_layout;
+
+  const bf16_t* weight = nullptr;   // [D] RMSNorm weight
+  float eps = 1e-6f;                // RMSNorm epsilon
+
+  bf16_t* latent = nullptr;         // [T, D] output, row stride latent_stride; only closing, non-padding rows are written
+  int64_t latent_stride = 0;
+};
+
+}  // namespace kvc

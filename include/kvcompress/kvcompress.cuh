@@ -1,0 +1,21 @@
+// kvcompress — umbrella header: every public header of the library.
+#pragma once
+
+#include "config.hpp"
+#include "core/array.hpp"
+#include "core/bit.hpp"
+#include "core/codecs.hpp"
+#include "core/status.hpp"
+#include "core/types.hpp"
+#include "layout/ring.hpp"
+#include "functor/gated_pool.hpp"
+#include "functor/rms_norm.hpp"
+#include "arch/convert.cuh"
+#include "arch/memory.cuh"
+#include "arch/reduce.cuh"
+#include "kernel/compress_params.hpp"
+#include "kernel/compress_kernel.cuh"
+#include "launch/dispatch.hpp"
+#include "launch/validate.hpp"
+#include "launch/compress.hpp"
+#include "launch/compress.cuh"

@@ -1,0 +1,83 @@
+// kvcompress — Op A host-side validation (host-compilable; the launch is in compress.cuh).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "../core/status.hpp"
+#include "../kernel/compress_params.hpp"
+#include "dispatch.hpp"
+#include "validate.hpp"
+
+namespace kvc {
+
+/// Elements per vector access the Op A kernel uses for this head dim and dtype; strides and
+/// addresses must be multiples of it.
+inline int compress_vector_elems(int head_dim, DType dtype) {
+  return std::min(16 / dtype_size(dtype), head_dim / 32);
+}
+
+/// Checks every condition of SPEC §4 for Op A that can be checked without reading device
+/// memory. Returns success for num_tokens == 0 (a no-op) without looking at the pointers.
+inline Status compress_can_implement(const CompressParams& p) {
+  detail::Validator v;
+  v.require(p.num_tokens >= 0, "num_tokens " + std::to_string(p.num_tokens) + " is negative");
+  v.require(p.num_tokens <= std::numeric_limits<int32_t>::max(),
+            "num_tokens " + std::to_string(p.num_tokens) + " exceeds the int32 range of qsl");
+  if (!v.ok()) return v.status();
+  if (p.num_tokens == 0) return Status::success();
+
+  Status s = dispatch_ratio(p.ratio, [](auto) { return Status::success(); });
+  if (!s.ok()) return s;
+  s = dispatch_head_dim(p.head_dim, [](auto) { return Status::success(); });
+  if (!s.ok()) return s;
+  if (p.dtype != DType::kFloat32 && p.dtype != DType::kBFloat16)
+    return Status::not_supported("kv_score dtype must be float32 or bfloat16");
+
+  const int vec = compress_vector_elems(p.head_dim, p.dtype);
+  const int vec_bytes = vec * dtype_size(p.dtype);
+  const int64_t row_width = p.ratio > 1 ? 2 * int64_t{p.head_dim} : p.head_dim;
+  const int bf16_vec_bytes = vec * 2;
+
+  v.not_null(p.kv_score, "kv_score")
+      .aligned(p.kv_score, vec_bytes, "kv_score")
+      .stride(p.kv_score_stride, row_width, vec, "kv_score row stride",
+              p.ratio > 1 ? "the row width 2 * head_dim =" : "the row width head_dim =")
+      .not_null(p.positions.data, "positions")
+      .aligned(p.positions.data, index_size(p.positions.type), "positions")
+      .not_null(p.slot.data, "slot")
+      .aligned(p.slot.data, index_size(p.slot.type), "slot")
+      .not_null(p.weight, "weight")
+      .aligned(p.weight, bf16_vec_bytes, "weight")
+      .not_null(p.latent, "latent")
+      .aligned(p.latent, bf16_vec_bytes, "latent")
+      .stride(p.latent_stride, p.head_dim, vec, "latent row stride", "head_dim =")
+      .require(std::isfinite(p.eps) && p.eps >= 0.f,
+               "eps " + std::to_string(p.eps) + " must be finite and >= 0");
+  if (p.ratio > 1) {
+    const RingLayout& r = p.ring_layout;
+    v.not_null(p.qsl, "qsl")
+        .require(p.qsl_size >= 2, "qsl_size " + std::to_string(p.qsl_size) +
+                                      " must be num_reqs + 1 >= 2 when compress ratio > 1")
+        .not_null(p.req, "req")
+        .not_null(p.ring, "ring")
+        .aligned(p.ring, vec_bytes, "ring")
+        .require(r.capacity >= p.ratio, "ring capacity " + std::to_string(r.capacity) +
+                                            " is smaller than the compress ratio " +
+                                            std::to_string(p.ratio))
+        .stride(r.row_stride, row_width, vec, "ring row stride", "the row width 2 * head_dim =")
+        .require(r.page_stride >= int64_t{r.capacity} * r.row_stride,
+                 "ring page stride " + std::to_string(r.page_stride) +
+                     " overlaps the next page: it must be >= capacity * row stride = " +
+                     std::to_string(int64_t{r.capacity} * r.row_stride))
+        .require(r.page_stride % vec == 0, "ring page stride " + std::to_string(r.page_stride) +
+                                               " is not a multiple of " + std::to_string(vec) +
+                                               " elements");
+  }
+  return v.status();
+}
+
+}  // namespace kvc

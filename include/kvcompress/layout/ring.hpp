@@ -1,0 +1,54 @@
+// kvcompress — the per-request ring buffer ("state cache") of Op A.
+#pragma once
+
+#include <cstdint>
+
+#include "../core/bit.hpp"
+
+namespace kvc {
+
+/// Where the ring keeps the open group's rows between calls (SPEC §1, `ring`).
+///
+/// Byte map, in elements of the ring's type (the kv_score dtype): the ring is
+/// `[blocks, capacity, 2 * head_dim]` with padding allowed between rows and pages; row `r`
+/// of block `b` starts at `b * page_stride + r * row_stride`. A token stored at cache slot
+/// `s` lives in block `s / capacity`, row `s % capacity`; a token at position `p` of the
+/// same request lives in row `p % capacity`.
+///
+///   kvc::RingLayout ring{/*capacity=*/8, /*page_stride=*/8208, /*row_stride=*/1024};
+///   float* row = ring_base + ring.slot_offset(slot);
+struct RingLayout {
+  int capacity = 0;         // C, rows per block
+  int64_t page_stride = 0;  // elements between blocks (>= capacity * row_stride)
+  int64_t row_stride = 0;   // elements between rows (>= 2 * head_dim)
+
+  KVC_HOST_DEVICE int64_t block_of(int64_t slot) const { return slot / capacity; }
+  KVC_HOST_DEVICE int64_t row_offset(int64_t block, int64_t row) const {
+    return block * page_stride + row * row_stride;
+  }
+  /// Offset of the row a token with cache slot `slot` is stored to.
+  KVC_HOST_DEVICE int64_t slot_offset(int64_t slot) const {
+    return row_offset(slot / capacity, slot % capacity);
+  }
+  /// Offset of the row holding position `position` of the request whose block is `block`.
+  KVC_HOST_DEVICE int64_t position_offset(int64_t block, int64_t position) const {
+    return row_offset(block, position % capacity);
+  }
+};
+
+/// Ring rows a request needs: the open group (R - 1 rows) plus everything one speculative
+/// step may roll back, rounded up to a power of two and at least 8 (SPEC §1.6; equals vLLM's
+/// max(8, next_pow2(num_spec + 2)) at ratio 2).
+KVC_HOST_DEVICE constexpr int ring_capacity(int ratio, int num_speculative_tokens) {
+  const uint64_t need = bit_ceil(static_cast<uint64_t>(num_speculative_tokens + ratio));
+  return need < 8 ? 8 : static_cast<int>(need);
+}
+
+/// Whether a ring of `capacity` rows is enough for `ratio` with steps of up to
+/// `tokens_per_step` tokens (SPEC §1.6: C >= R - 1 + tokens_per_step).
+KVC_HOST_DEVICE constexpr bool ring_capacity_sufficient(int capacity, int ratio,
+                                                        int tokens_per_step) {
+  return capacity >= ratio - 1 + tokens_per_step;
+}
+
+}  // namespace kvc
