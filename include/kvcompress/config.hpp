@@ -29,7 +29,12 @@
 #define KVC_ASSERT(cond) ((void)0)
 #endif
 
+// Loop unrolling hint; only nvcc acts on it (g++ would warn about an unknown pragma).
+#if defined(__CUDACC__)
 #define KVC_PRAGMA_UNROLL _Pragma("unroll")
+#else
+#define KVC_PRAGMA_UNROLL
+#endif
 
 namespace kvc {
 inline constexpr int kVersionMajor = 0;

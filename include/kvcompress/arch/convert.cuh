@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "../core/array.hpp"
 #include "../core/codecs.hpp"
 
 namespace kvc {
@@ -51,6 +52,18 @@ KVC_DEVICE Array<uint16_t, N> to_bf16(const Array<float, N>& x) {
   }
   return out;
 }
+
+}  // namespace arch
+}  // namespace kvc
+
+namespace kvc {
+namespace arch {
+
+/// Hardware e4m3 converter with the contract of kvc::SoftwareE4m3 (RNE, satfinite, NaN ->
+/// 0x7f), for the quantizer functors' Convert parameter.
+struct HardwareE4m3 {
+  KVC_DEVICE static uint8_t convert(float x) { return float_to_e4m3(x); }
+};
 
 }  // namespace arch
 }  // namespace kvc

@@ -27,6 +27,7 @@
 #include "../functor/gated_pool.hpp"
 #include "../functor/rms_norm.hpp"
 #include "compress_params.hpp"
+#include "row_fragment.cuh"
 
 namespace kvc {
 
@@ -124,7 +125,8 @@ KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
     tp.tail_begin = static_cast<int32_t>(end - capacity > first ? end - capacity : first);
     const HeadReads h = head_reads<Ratio>(p, first, end, tp.chunk_start);
     if (h.active && h.token == t) tp.flags |= kIsHead;
-    if (t >= tp.tail_begin && !collides(h, tp.slot, capacity)) tp.flags |= kStoresOwnRow;
+    // Tokens past qsl[num_reqs] (trailing padding with a slot) belong to no chunk: never stored.
+    if (t >= tp.tail_begin && t < end && !collides(h, tp.slot, capacity)) tp.flags |= kStoresOwnRow;
   }
   return tp;
 }
@@ -232,29 +234,26 @@ struct CompressWarp {
     return state;
   }
 
-  /// RMSNorm of a pooled row held by one warp, then the bf16 store of latent row t.
-  static KVC_DEVICE void norm_and_store(const CompressParams& p, int64_t t,
-                                        const Array<float, N>& pooled, int lane) {
+  using Row = RowFragment<HeadDim, E>;
+
+  /// RMSNorm of a pooled row held by one warp, rounded to bf16 (the latent row).
+  static KVC_DEVICE Row normalize(const CompressParams& p, const Array<float, N>& pooled,
+                                  int lane) {
     const float total = arch::group_sum<32>(RmsNorm<HeadDim>::sum_squares(pooled));
     const float inv_rms = RmsNorm<HeadDim>::inv_rms(total, p.eps);
     Array<uint16_t, N> weight;
     KVC_PRAGMA_UNROLL
     for (int v = 0; v < Cfg::kVecs; ++v) {
       const Array<uint16_t, E> w = arch::load_readonly<E>(
-          reinterpret_cast<const uint16_t*>(p.weight) + v * 32 * E + lane * E);
+          reinterpret_cast<const uint16_t*>(p.weight) + Row::run_start(lane, v));
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) weight[v * E + e] = w[e];
     }
-    const Array<uint16_t, N> out =
-        arch::to_bf16(RmsNorm<HeadDim>::apply(pooled, inv_rms, weight));
-    uint16_t* dst = reinterpret_cast<uint16_t*>(p.latent) + t * p.latent_stride;
-    KVC_PRAGMA_UNROLL
-    for (int v = 0; v < Cfg::kVecs; ++v) {
-      Array<uint16_t, E> vec;
-      KVC_PRAGMA_UNROLL
-      for (int e = 0; e < E; ++e) vec[e] = out[v * E + e];
-      arch::store<E>(dst + v * 32 * E + lane * E, vec);
-    }
+    Row row;
+    row.bits = arch::to_bf16(RmsNorm<HeadDim>::apply(pooled, inv_rms, weight));
+    row.lane = lane;
+    row.sanitize = false;
+    return row;
   }
 
   /// The deferred tail stores of a head group, after its ring reads: every tail token of
@@ -288,12 +287,31 @@ struct CompressWarp {
 
 }  // namespace detail
 
+/// Op A's epilogue: stores the bf16 latent row (skipped when `latent` is null, which only
+/// the fused op allows). Kernels call an epilogue with the warp's finished row.
+struct LatentEpilogue {
+  template <int Ratio, int HeadDim, int E>
+  KVC_DEVICE void operator()(const CompressParams& p, int64_t t, const detail::TokenPlan&,
+                             const RowFragment<HeadDim, E>& row) const {
+    if (p.latent == nullptr) return;
+    uint16_t* dst = reinterpret_cast<uint16_t*>(p.latent) + t * p.latent_stride;
+    KVC_PRAGMA_UNROLL
+    for (int v = 0; v < RowFragment<HeadDim, E>::kVecs; ++v) {
+      Array<uint16_t, E> vec;
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < E; ++e) vec[e] = row.bits[v * E + e];
+      arch::store<E>(dst + RowFragment<HeadDim, E>::run_start(row.lane, v), vec);
+    }
+  }
+};
+
 /// Op A: one launch pools, normalises and stores the latent of every group closed in the
-/// batch and refreshes the ring (SPEC §1). Launch with CompressConfig::kThreads threads and
+/// batch and refreshes the ring (SPEC §1). The fused op is this kernel with an epilogue that
+/// also writes the cache record (fused_kernel.cuh). Launch with CompressConfig::kThreads threads and
 /// ceil(num_tokens / kTokensPerBlock) blocks; kvc::compress() does this after validation.
-template <int Ratio, int HeadDim, typename In>
+template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue>
 __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
-    compress_kernel(const CompressParams p) {
+    compress_kernel(const CompressParams p, const Epilogue epilogue) {
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
   using Warp = detail::CompressWarp<Ratio, HeadDim, In>;
   constexpr int N = Cfg::kChannels;
@@ -323,7 +341,7 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
           const bool store_own = (tp.flags & detail::kStoresOwnRow) != 0;
           pooled = GatedPool<Ratio>::finish(Warp::pool_members(p, t, tp, 0, Ratio, store_own, lane));
         }
-        Warp::norm_and_store(p, t, pooled, lane);
+        epilogue.template operator()<Ratio>(p, t, tp, Warp::normalize(p, pooled, lane));
       } else if (tp.flags & detail::kStoresOwnRow) {
         Warp::copy_row_to_ring(p, t, tp.slot, lane);
       }
@@ -370,7 +388,9 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
           }
           __syncthreads();
         }
-        if (warp == 0) Warp::norm_and_store(p, t, GatedPool<Ratio>::finish(state), lane);
+        if (warp == 0)
+          epilogue.template operator()<Ratio>(
+              p, t, tp, Warp::normalize(p, GatedPool<Ratio>::finish(state), lane));
         if (tp.flags & detail::kIsHead) Warp::deferred_stores(p, tp, lane, warp, Cfg::kWarps);
       } else if ((tp.flags & detail::kStoresOwnRow) && warp == k % Cfg::kWarps) {
         Warp::copy_row_to_ring(p, t, tp.slot, lane);

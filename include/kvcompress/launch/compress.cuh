@@ -25,7 +25,7 @@ inline Status compress(const CompressParams& p, cudaStream_t stream) {
         using Cfg = CompressConfig<decltype(ratio)::value, decltype(head_dim)::value, In>;
         const int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
         compress_kernel<decltype(ratio)::value, decltype(head_dim)::value, In>
-            <<<static_cast<unsigned>(blocks), Cfg::kThreads, 0, stream>>>(p);
+            <<<static_cast<unsigned>(blocks), Cfg::kThreads, 0, stream>>>(p, LatentEpilogue{});
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess)
           return Status::cuda(err, std::string("compress_kernel launch failed: ") +

@@ -9,6 +9,7 @@
 #include "../core/codecs.hpp"
 #include "../core/status.hpp"
 #include "../core/types.hpp"
+#include "../layout/cache.hpp"
 
 namespace kvc {
 
@@ -71,6 +72,23 @@ Status dispatch_dtype(DType dtype, F&& f) {
     case DType::kBFloat16: return f(bf16_t{});
   }
   return Status::not_supported("unknown dtype");
+}
+
+/// Calls f(Layout{}) for the runtime cache layout at a compile-time head dim (rope dim 64).
+template <int HeadDim, class F>
+Status dispatch_layout(CacheLayout layout, F&& f) {
+  switch (layout) {
+    case CacheLayout::kFp8DsMla:
+      if constexpr (HeadDim == Fp8DsMlaLayout::kHeadDim) {
+        return f(Fp8DsMlaLayout{});
+      } else {
+        return Status::not_supported("cache layout fp8_ds_mla holds head dim 512, not " +
+                                     std::to_string(HeadDim));
+      }
+    case CacheLayout::kBf16Rows: return f(Bf16RowsLayout<HeadDim, 64>{});
+    case CacheLayout::kFp8Rows: return f(Fp8RowsLayout<HeadDim, 64>{});
+  }
+  return Status::not_supported("unknown cache layout");
 }
 
 }  // namespace kvc

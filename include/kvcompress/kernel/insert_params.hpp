@@ -1,0 +1,47 @@
+// kvcompress — parameters of Op B, rope–quantize–insert (SPEC §2), and of the fused op (§3).
+#pragma once
+
+#include <cstdint>
+
+#include "../core/codecs.hpp"
+#include "../core/types.hpp"
+#include "../functor/rotary.hpp"
+#include "../layout/cache.hpp"
+#include "compress_params.hpp"
+
+namespace kvc {
+
+/// How a latent row becomes a cache record: rotary table, cache slots, layout.
+struct RecordArgs {
+  int rope_dim = 64;                       // P: rotated trailing dims
+  RopeStyle rope_style = RopeStyle::kGptJ;
+  CacheLayout layout = CacheLayout::kFp8DsMla;
+  const void* cos_sin = nullptr;           // [cos_sin_rows, P] (P/2 cos then P/2 sin), row stride cos_sin_stride elements
+  DType cos_sin_dtype = DType::kFloat32;
+  int64_t cos_sin_stride = 0;
+  int64_t cos_sin_rows = 0;                // max_pos; a group position >= this is never read (no record)
+  IndexPtr cache_slot;                     // [T] record slot = page * block_size + row; < 0 skipped
+  CacheParams cache;                       // where records go (layout-specific strides, scale)
+  bool sanitize = false;                   // cap the non-finite scale code at 254, zero NaN RoPE values
+};
+
+/// Op B: one launch writes the cache record of every closing token with a valid slot.
+struct InsertParams {
+  int ratio = 2;                           // R: only tokens with (pos + 1) % R == 0 write
+  int head_dim = 512;                      // D
+  int64_t num_tokens = 0;                  // T; 0 is a no-op
+  const bf16_t* latent = nullptr;          // [T, D] row stride latent_stride elements (Op A's output)
+  int64_t latent_stride = 0;
+  IndexPtr positions;                      // [T]
+  RecordArgs record;
+};
+
+/// Fused Op A + Op B: `compress` as for Op A, except `compress.latent` may be null (then no
+/// latent is written); records as for Op B from the same registers. A token writes a record
+/// when it closes a group with ring slot >= 0 (Op A) and its cache slot is valid (Op B).
+struct FusedParams {
+  CompressParams compress;
+  RecordArgs record;
+};
+
+}  // namespace kvc

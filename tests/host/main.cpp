@@ -1,0 +1,3 @@
+// doctest main of the host tier (kvc_host_tests, kvc_host_tests_cxx20).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
