@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# GPU check of a build: device tests, then compute-sanitizer memcheck and racecheck, then
+# (when present) the benchmark; prints a short table last. Used on the lent GPU machine:
+#   scripts/device_check.sh <dir holding kvc_device_tests [kvc_bench]> [out_dir]
+set -uo pipefail
+bin=${1:?usage: device_check.sh BIN_DIR [OUT_DIR]}
+out=${2:-${OUT:-/tmp/kvc_out}}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
+declare -A result
+run() {  # name, command...
+  local name=$1; shift
+  local start=$SECONDS
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  result[$name]="rc=$rc $((SECONDS - start))s $(grep -E 'test cases:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$name.log" | tail -n1 | tr -s ' ')"
+  tail -n 25 "$out/$name.log"
+}
+run device "$bin/kvc_device_tests"
+CS="compute-sanitizer --error-exitcode 99"
+# The sanitizers slow kernels 10-100x: the whole suite under memcheck, the shared-memory
+# kernels (every op, every ratio shape) under racecheck.
+run memcheck $CS --tool memcheck "$bin/kvc_device_tests"
+run racecheck $CS --tool racecheck "$bin/kvc_device_tests" \
+  -tc="*fused*,*every compiled ratio*,*longer than the ring*,*Op B: every layout*"
+if [[ -x "$bin/kvc_bench" ]]; then run bench "$bin/kvc_bench" --out "$out"; fi
+echo
+echo "| step | result |"
+echo "|---|---|"
+for k in device memcheck racecheck bench; do
+  [[ -n ${result[$k]:-} ]] && echo "| $k | ${result[$k]} |"
+done

@@ -1,0 +1,253 @@
+// Device tier: Op A (save–compress–norm) against the float64 reference.
+#include <algorithm>
+#include <string>
+
+#include "compress_case.hpp"
+
+namespace {
+
+using kvctest::Batch;
+using kvctest::BatchShape;
+
+struct Variant {
+  bool bf16 = false;
+  bool index32 = false;
+};
+
+/// Marks some in-chunk tokens as padding too (slot -1): they close nothing and are not stored.
+void add_inner_padding(Batch& b, std::mt19937_64& rng, int one_in) {
+  for (int64_t t = 0; t < b.num_tokens(); ++t)
+    if (rng() % one_in == 0) b.slot[static_cast<size_t>(t)] = -1;
+}
+
+void run_batch(Batch b, const Variant& v, std::mt19937_64& rng, const std::string& what) {
+  INFO(what, " R=", b.ratio, " D=", b.head_dim, v.bf16 ? " bf16" : " fp32", v.index32 ? " int32" : " int64",
+       " T=", b.num_tokens());
+  if (v.bf16) kvctest::round_batch_to_bf16(b);
+  kvctest::CompressDevice dev(b, v.bf16, v.index32, rng);
+  KVC_CHECK_STATUS(kvc::compress(dev.params(b), nullptr));
+  kvctest::sync();
+  const auto want = kvcref::compress_reference(kvctest::reference_inputs(b));
+  kvctest::check_compress(b, want, dev, dev.latent_init, what);
+}
+
+BatchShape shape_of(int ratio, int head_dim, std::vector<kvctest::RequestShape> requests, int padding) {
+  BatchShape s;
+  s.ratio = ratio;
+  s.head_dim = head_dim;
+  s.requests = std::move(requests);
+  s.padding_tokens = padding;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("Op A: prefill, decode, speculative verify and mixed batches against float64") {
+  std::mt19937_64 rng(11);
+  uint64_t n = 0;
+  for (int ratio : {1, 2, 4, 128})
+    for (int head_dim : {128, 512}) {
+      const Variant v{(n % 2) == 1, (n % 3) == 2};
+      ++n;
+      // Prefill: long chunks at odd and even starts; for ratio 128 several groups.
+      const int long_len = ratio == 128 ? 1100 : 700;
+      run_batch(kvctest::make_batch(rng, shape_of(ratio, head_dim, {{long_len, 13}, {long_len / 2, 256}}, 0)),
+                v, rng, "prefill");
+      // Decode: 64 requests x 1 token at random positions.
+      run_batch(kvctest::make_batch(rng, kvctest::random_shape(rng, ratio, head_dim, 64, 1, 5000, 3)), v, rng,
+                "decode");
+      // Speculative verify with k = 1..7 drafts: 1 + k tokens per request.
+      for (int k = 1; k <= 7; ++k) {
+        BatchShape s = kvctest::random_shape(rng, ratio, head_dim, 24, 0, 5000, 2);
+        for (auto& r : s.requests) r.chunk_len = 1 + k;
+        s.capacity = kvc::ring_capacity(ratio, k);
+        run_batch(kvctest::make_batch(rng, s), v, rng, "spec k=" + std::to_string(k));
+      }
+      // Mixed: empty chunks, decode-sized and prefill-sized chunks, inner and trailing padding.
+      BatchShape s = kvctest::random_shape(rng, ratio, head_dim, 20, 200, 3000, 5);
+      s.requests[3].chunk_len = 0;
+      s.requests[7].chunk_len = 0;
+      Batch b = kvctest::make_batch(rng, s);
+      add_inner_padding(b, rng, 9);
+      run_batch(std::move(b), v, rng, "mixed");
+    }
+}
+
+TEST_CASE("Op A: every compiled ratio and head dim, padded strides") {
+  std::mt19937_64 rng(12);
+  for (int ratio : kvc::kSupportedRatios)
+    for (int head_dim : kvc::kSupportedHeadDims) {
+      BatchShape s = kvctest::random_shape(rng, ratio, head_dim, 6, 3 * ratio + 5, 4000, 2);
+      const int64_t width = ratio > 1 ? 2 * head_dim : head_dim;
+      s.kv_score_stride = width + 16;
+      s.ring_row_stride = 2 * head_dim + 8;
+      s.capacity = kvc::ring_capacity(ratio, 3);
+      s.ring_page_stride = s.capacity * s.ring_row_stride + 16;  // vLLM pads pages like this
+      for (bool bf16 : {false, true})
+        run_batch(kvctest::make_batch(rng, s), Variant{bf16, ratio % 4 == 0}, rng, "all instances");
+    }
+}
+
+TEST_CASE("Op A: chunks longer than the ring overwrite rows the head group still reads") {
+  std::mt19937_64 rng(13);
+  for (int ratio : {2, 4, 8, 16, 128}) {
+    // The chunk starts mid-group, so its first group reads ring rows; the tail store of the
+    // same chunk hits those rows (chunk length > capacity).
+    const int C = kvc::ring_capacity(ratio, 0);
+    for (int64_t start : {int64_t{1}, int64_t{ratio - 1}, int64_t{5 * ratio + ratio / 2 + 1}}) {
+      if (start % ratio == 0) continue;
+      BatchShape s = shape_of(ratio, 512, {{3 * C + 5, start}, {C + 1, start + 7}}, 1);
+      s.capacity = C;
+      run_batch(kvctest::make_batch(rng, s), Variant{}, rng, "long chunk start " + std::to_string(start));
+    }
+  }
+}
+
+TEST_CASE("Op A: multi-step — a prefill chunk, then decode steps with speculative drafts and rollback") {
+  std::mt19937_64 rng(14);
+  for (int ratio : {2, 4, 128}) {
+    const int k = 3;  // drafts per step
+    const int C = kvc::ring_capacity(ratio, k);
+    const int num_reqs = 5;
+    // Step 0 defines the requests' ring blocks; later steps keep them and the ring.
+    BatchShape s0 = shape_of(ratio, 512, {}, 0);
+    s0.capacity = C;
+    std::vector<int64_t> next(num_reqs);
+    for (int r = 0; r < num_reqs; ++r) {
+      const int64_t start = 2 * r + 1;  // odd starts
+      const int len = r == 2 ? 0 : 40 + 17 * r;
+      s0.requests.push_back({len, start});
+      next[static_cast<size_t>(r)] = start + len;
+    }
+    Batch b = kvctest::make_batch(rng, s0);
+    std::vector<int64_t> block(num_reqs);
+    for (int r = 0; r < num_reqs; ++r) block[static_cast<size_t>(r)] = -1;
+    // Blocks are fixed per request: recover them from step 0's slots, or assign free ones.
+    std::vector<bool> used(static_cast<size_t>(b.ring_blocks), false);
+    for (int r = 0; r < num_reqs; ++r)
+      if (b.qsl[r + 1] > b.qsl[r]) {
+        block[r] = b.slot[static_cast<size_t>(b.qsl[r])] / C;
+        used[static_cast<size_t>(block[r])] = true;
+      }
+    for (int r = 0; r < num_reqs; ++r)
+      if (block[r] < 0)
+        for (int64_t x = 0; x < b.ring_blocks; ++x)
+          if (!used[static_cast<size_t>(x)]) { block[r] = x; used[static_cast<size_t>(x)] = true; break; }
+
+    kvctest::CompressDevice dev(b, false, false, rng);
+    std::vector<float> ring = b.ring;
+    for (int step = 0; step < 12; ++step) {
+      if (step > 0) {
+        BatchShape s = shape_of(ratio, 512, {}, step % 3);
+        s.capacity = C;
+        for (int r = 0; r < num_reqs; ++r) s.requests.push_back({1 + k, next[static_cast<size_t>(r)]});
+        const std::vector<uint16_t> weight = b.weight;
+        b = kvctest::make_batch(rng, s);
+        b.weight = weight;
+        b.ring = ring;  // the ring as the previous step left it
+        for (int r = 0; r < num_reqs; ++r)
+          for (int32_t t = b.qsl[r]; t < b.qsl[r + 1]; ++t)
+            b.slot[static_cast<size_t>(t)] = block[r] * C + b.positions[static_cast<size_t>(t)] % C;
+        dev.upload_inputs(b);
+        // Accept 1..1+k of the tokens: the next step restarts after the last accepted one.
+        for (int r = 0; r < num_reqs; ++r) next[static_cast<size_t>(r)] += 1 + static_cast<int64_t>(rng() % (k + 1));
+      }
+      dev.latent.upload(dev.latent_init);
+      KVC_CHECK_STATUS(kvc::compress(dev.params(b), nullptr));
+      kvctest::sync();
+      const auto want = kvcref::compress_reference(kvctest::reference_inputs(b));
+      kvctest::check_compress(b, want, dev, dev.latent_init, "step " + std::to_string(step));
+      ring = want.ring_after;
+    }
+  }
+}
+
+TEST_CASE("Op A: a CUDA graph captured once and replayed with new inputs") {
+  std::mt19937_64 rng(15);
+  BatchShape s = kvctest::random_shape(rng, 2, 512, 32, 40, 3000, 2);
+  for (auto& r : s.requests) r.chunk_len = std::max(r.chunk_len, 1);
+  Batch b = kvctest::make_batch(rng, s);
+  kvctest::CompressDevice dev(b, false, false, rng);
+  cudaStream_t stream;
+  KVC_CHECK_CUDA(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  KVC_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const kvc::Status st = kvc::compress(dev.params(b), stream);
+  KVC_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  KVC_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    // Same shapes (a graph fixes the launch), new values and new positions.
+    Batch next = kvctest::make_batch(rng, s);
+    next.weight = b.weight;
+    for (size_t r = 0; r < s.requests.size(); ++r) {
+      const int64_t shift = static_cast<int64_t>(rng() % 50);
+      for (int32_t t = next.qsl[r]; t < next.qsl[r + 1]; ++t) {
+        next.positions[static_cast<size_t>(t)] += shift;
+        next.slot[static_cast<size_t>(t)] = (b.slot[static_cast<size_t>(b.qsl[r])] / next.capacity) * next.capacity +
+                                            next.positions[static_cast<size_t>(t)] % next.capacity;
+      }
+    }
+    dev.upload_inputs(next);
+    dev.upload_ring(next.ring);
+    dev.latent.upload(dev.latent_init);
+    KVC_CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    KVC_CHECK_CUDA(cudaStreamSynchronize(stream));
+    const auto want = kvcref::compress_reference(kvctest::reference_inputs(next));
+    kvctest::check_compress(next, want, dev, dev.latent_init, "graph replay " + std::to_string(replay));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("Op A: invalid arguments return their own error and write nothing") {
+  std::mt19937_64 rng(16);
+  Batch b = kvctest::make_batch(rng, kvctest::random_shape(rng, 2, 512, 8, 20, 500, 1));
+  kvctest::CompressDevice dev(b, false, false, rng);
+  const auto ring_before = dev.ring_values();
+  struct Breaker {
+    const char* expect;
+    void (*apply)(kvc::CompressParams&);
+  };
+  const Breaker breakers[] = {
+      {"compress ratio 3", [](kvc::CompressParams& p) { p.ratio = 3; }},
+      {"head dim 384", [](kvc::CompressParams& p) { p.head_dim = 384; }},
+      {"kv_score is null", [](kvc::CompressParams& p) { p.kv_score = nullptr; }},
+      {"kv_score row stride 1000", [](kvc::CompressParams& p) { p.kv_score_stride = 1000; }},
+      {"kv_score row stride 1026 is not a multiple of 4", [](kvc::CompressParams& p) { p.kv_score_stride = 1026; }},
+      {"positions is null", [](kvc::CompressParams& p) { p.positions.data = nullptr; }},
+      {"slot is null", [](kvc::CompressParams& p) { p.slot.data = nullptr; }},
+      {"qsl is null", [](kvc::CompressParams& p) { p.qsl = nullptr; }},
+      {"qsl_size 1", [](kvc::CompressParams& p) { p.qsl_size = 1; }},
+      {"req is null", [](kvc::CompressParams& p) { p.req = nullptr; }},
+      {"ring is null", [](kvc::CompressParams& p) { p.ring = nullptr; }},
+      {"ring capacity 1", [](kvc::CompressParams& p) { p.ring_layout.capacity = 1; }},
+      {"ring row stride", [](kvc::CompressParams& p) { p.ring_layout.row_stride = 512; }},
+      {"overlaps", [](kvc::CompressParams& p) { p.ring_layout.page_stride -= 4; }},
+      {"weight is null", [](kvc::CompressParams& p) { p.weight = nullptr; }},
+      {"latent is null", [](kvc::CompressParams& p) { p.latent = nullptr; }},
+      {"latent row stride", [](kvc::CompressParams& p) { p.latent_stride = 100; }},
+      {"eps", [](kvc::CompressParams& p) { p.eps = -1.f; }},
+      {"num_tokens -1", [](kvc::CompressParams& p) { p.num_tokens = -1; }},
+      {"kv_score address", [](kvc::CompressParams& p) { p.kv_score = static_cast<const float*>(p.kv_score) + 1; }},
+  };
+  for (const auto& br : breakers) {
+    kvc::CompressParams p = dev.params(b);
+    br.apply(p);
+    const kvc::Status s = kvc::compress(p, nullptr);
+    CHECK_MESSAGE(!s.ok(), br.expect);
+    CHECK_MESSAGE(std::string(s.message()).find(br.expect) != std::string::npos, s.message(),
+                  " does not name ", br.expect);
+  }
+  kvctest::sync();
+  CHECK(dev.latent.download() == dev.latent_init);
+  CHECK(dev.ring_values().size() == ring_before.size());
+  CHECK(std::equal(ring_before.begin(), ring_before.end(), dev.ring_values().begin(),
+                   [](float a, float c) { return std::memcmp(&a, &c, 4) == 0; }));
+  kvc::CompressParams empty = dev.params(b);
+  empty.num_tokens = 0;
+  empty.kv_score = nullptr;
+  CHECK(kvc::compress(empty, nullptr).ok());
+}

@@ -1,0 +1,121 @@
+// Device tier: the fused op writes exactly what Op A then Op B write, bit for bit.
+#include <numeric>
+#include <string>
+
+#include "compress_case.hpp"
+#include "insert_case.hpp"
+
+namespace {
+
+using kvctest::Batch;
+using kvctest::DeviceArray;
+
+struct FusedCase {
+  int ratio;
+  int head_dim;
+  kvc::CacheLayout layout;
+  kvc::RopeStyle style;
+  bool bf16;
+  bool write_latent;
+};
+
+void run_fused(const FusedCase& c, uint64_t seed) {
+  INFO("fused R=", c.ratio, " D=", c.head_dim, " ", kvc::cache_layout_name(c.layout),
+       c.style == kvc::RopeStyle::kGptJ ? " gptj" : " neox", c.bf16 ? " bf16" : " fp32",
+       c.write_latent ? " +latent" : " no latent");
+  std::mt19937_64 rng(seed);
+  kvctest::BatchShape s = kvctest::random_shape(rng, c.ratio, c.head_dim, 12, 4 * c.ratio + 60, 3000, 3);
+  s.requests[0].chunk_len = 0;
+  Batch b = kvctest::make_batch(rng, s);
+  if (c.bf16) kvctest::round_batch_to_bf16(b);
+  const int64_t T = b.num_tokens();
+
+  // Cache slots: a random permutation over pages; padding where the ring slot is padding,
+  // plus some more.
+  const int block_size = 64;
+  const auto shape = kvctest::cache_shape(c.layout, c.head_dim, block_size, T / block_size + 2, true);
+  std::vector<int64_t> all(static_cast<size_t>(shape.pages * block_size));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  std::vector<int64_t> cache_slot(all.begin(), all.begin() + T);
+  for (int64_t t = 0; t < T; ++t)
+    if (b.slot[static_cast<size_t>(t)] < 0 || rng() % 8 == 0) cache_slot[static_cast<size_t>(t)] = -1;
+  const auto cache_init = kvctest::random_bytes(rng, static_cast<size_t>(shape.pages * shape.page_stride));
+  const auto table = kvctest::rope_table(3000 + 4 * c.ratio + 61, false);
+  DeviceArray<float> d_table(table.values), d_scale(std::vector<float>{0.05f});
+  DeviceArray<int64_t> d_cache_slot(cache_slot);
+
+  // Op A then Op B.
+  kvctest::CompressDevice ab(b, c.bf16, false, rng);
+  DeviceArray<uint8_t> cache_ab(cache_init);
+  kvc::RecordArgs record;
+  record.rope_style = c.style;
+  record.layout = c.layout;
+  record.cos_sin = d_table.ptr();
+  record.cos_sin_stride = 64;
+  record.cos_sin_rows = table.rows;
+  record.cache_slot = kvc::IndexPtr{d_cache_slot.ptr(), kvc::IndexType::kInt64};
+  record.cache.block_size = block_size;
+  record.cache.page_stride = shape.page_stride;
+  record.cache.row_stride = shape.row_stride;
+  record.cache.scale = d_scale.ptr();
+  record.cache.data = cache_ab.ptr();
+  const kvc::CompressParams pa = ab.params(b);
+  KVC_CHECK_STATUS(kvc::compress(pa, nullptr));
+  kvc::InsertParams pb;
+  pb.ratio = c.ratio;
+  pb.head_dim = c.head_dim;
+  pb.num_tokens = T;
+  pb.latent = pa.latent;
+  pb.latent_stride = pa.latent_stride;
+  pb.positions = pa.positions;
+  pb.record = record;
+  KVC_CHECK_STATUS(kvc::insert(pb, nullptr));
+
+  // Fused, from the same initial ring, latent poison and cache poison.
+  kvctest::CompressDevice fu(b, c.bf16, false, rng);
+  fu.latent_init = ab.latent_init;
+  fu.latent.upload(fu.latent_init);
+  DeviceArray<uint8_t> cache_fu(cache_init);
+  kvc::FusedParams pf;
+  pf.compress = fu.params(b);
+  if (!c.write_latent) pf.compress.latent = nullptr;
+  pf.record = record;
+  pf.record.cache.data = cache_fu.ptr();
+  KVC_CHECK_STATUS(kvc::fused(pf, nullptr));
+  kvctest::sync();
+
+  const auto bytes_ab = cache_ab.download(), bytes_fu = cache_fu.download();
+  int64_t changed = 0;
+  for (size_t i = 0; i < bytes_ab.size(); ++i) {
+    REQUIRE_MESSAGE(bytes_ab[i] == bytes_fu[i], "cache byte ", i, ": A+B ", kvctest::hex(bytes_ab[i]),
+                    ", fused ", kvctest::hex(bytes_fu[i]));
+    changed += bytes_ab[i] != cache_init[i];
+  }
+  CHECK(changed > 0);
+  if (c.write_latent)
+    CHECK(fu.latent.download() == ab.latent.download());
+  else
+    CHECK(fu.latent.download() == fu.latent_init);
+  if (c.ratio > 1) {
+    const auto ra = ab.ring_values(), rf = fu.ring_values();
+    REQUIRE(ra.size() == rf.size());
+    CHECK(std::memcmp(ra.data(), rf.data(), ra.size() * sizeof(float)) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fused op equals Op A then Op B, bit for bit") {
+  uint64_t seed = 7000;
+  for (int ratio : {1, 2, 4, 128})
+    for (auto layout : {kvc::CacheLayout::kFp8DsMla, kvc::CacheLayout::kBf16Rows, kvc::CacheLayout::kFp8Rows})
+      for (bool bf16 : {false, true}) {
+        const auto style = (seed % 2) ? kvc::RopeStyle::kNeoX : kvc::RopeStyle::kGptJ;
+        run_fused({ratio, 512, layout, style, bf16, (seed % 3) != 0}, seed);
+        ++seed;
+      }
+  for (auto layout : {kvc::CacheLayout::kBf16Rows, kvc::CacheLayout::kFp8Rows})
+    for (auto style : {kvc::RopeStyle::kGptJ, kvc::RopeStyle::kNeoX})
+      run_fused({2, 128, layout, style, false, true}, seed++);
+}
