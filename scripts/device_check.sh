@@ -8,22 +8,22 @@ out=${2:-${OUT:-/tmp/kvc_out}}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 declare -A result
-run() {  # name, command...
-  local name=$1; shift
+run() {  # name, seconds, command...
+  local name=$1 limit=$2; shift 2
   local start=$SECONDS
-  "$@" >"$out/$name.log" 2>&1
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   result[$name]="rc=$rc $((SECONDS - start))s $(grep -E 'test cases:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$name.log" | tail -n1 | tr -s ' ')"
-  tail -n 25 "$out/$name.log"
+  tail -n 12 "$out/$name.log"
 }
-run device "$bin/kvc_device_tests"
+run device 200 "$bin/kvc_device_tests" --duration=true
 CS="compute-sanitizer --error-exitcode 99"
 # The sanitizers slow kernels 10-100x: the whole suite under memcheck, the shared-memory
 # kernels (every op, every ratio shape) under racecheck.
-run memcheck $CS --tool memcheck "$bin/kvc_device_tests"
-run racecheck $CS --tool racecheck "$bin/kvc_device_tests" \
+run memcheck 180 $CS --tool memcheck "$bin/kvc_device_tests"
+run racecheck 150 $CS --tool racecheck "$bin/kvc_device_tests" \
   -tc="*fused*,*every compiled ratio*,*longer than the ring*,*Op B: every layout*"
-if [[ -x "$bin/kvc_bench" ]]; then run bench "$bin/kvc_bench" --out "$out"; fi
+if [[ -x "$bin/kvc_bench" ]]; then run bench 120 "$bin/kvc_bench" --out "$out"; fi
 echo
 echo "| step | result |"
 echo "|---|---|"

@@ -106,32 +106,42 @@ struct CompressDevice {
   }
 };
 
-/// Latents within 1 bf16 ulp of float64 where a group closes, untouched (poison) elsewhere,
-/// padding columns untouched; ring bit-exact.
+/// The stated per-element bound on a latent: one bf16 ulp of the float64 value, plus the
+/// fp32 evaluation's own rounding, c * 2^-24 of the magnitude of the terms it sums (see
+/// kvcref::CompressExpected::magnitude); c covers exp (2 ulp), R additions, the merge
+/// rescales and the norm's sum of D squares. Only where pooling cancels is the second
+/// term more than a tiny fraction of the first.
+inline double latent_tolerance(double exact, double magnitude, int ratio, int head_dim) {
+  return kvcref::bf16_ulp(exact) + (2.0 * ratio + 16.0 + head_dim / 32.0) * std::ldexp(magnitude, -24);
+}
+
+/// Latents within latent_tolerance() where a group closes, untouched (poison) elsewhere,
+/// padding columns untouched; ring bit-exact. Reports the first mismatch only (a loop of
+/// plain comparisons: millions of elements per test).
 inline void check_compress(const Batch& b, const kvcref::CompressExpected& want,
                            const CompressDevice& dev, const std::vector<uint16_t>& latent_before,
                            const std::string& what) {
   const auto latent = dev.latent.download();
   const int64_t T = b.num_tokens(), D = b.head_dim, S = dev.latent_stride;
-  int64_t closed = 0;
   for (int64_t t = 0; t < T; ++t) {
+    const bool closes = want.closes[static_cast<size_t>(t)] != 0;
     for (int64_t d = 0; d < S; ++d) {
       const size_t i = static_cast<size_t>(t * S + d);
-      if (!want.closes[static_cast<size_t>(t)] || d >= D) {
-        REQUIRE_MESSAGE(latent[i] == latent_before[i], what, ": latent token ", t, " dim ", d,
-                        " was written but must stay untouched");
+      if (!closes || d >= D) {
+        if (latent[i] != latent_before[i])
+          FAIL(what, ": latent token ", t, " dim ", d, " was written but must stay untouched");
         continue;
       }
-      const double exact = want.latent[static_cast<size_t>(t * D + d)];
+      const size_t k = static_cast<size_t>(t * D + d);
+      const double exact = want.latent[k];
       const double got = kvcref::bf16_to_double(latent[i]);
-      if (std::isnan(exact)) {
-        REQUIRE_MESSAGE(std::isnan(got), what, ": latent token ", t, " dim ", d, " should be NaN");
-      } else {
-        REQUIRE_MESSAGE(std::fabs(got - exact) <= kvcref::bf16_ulp(exact), what, ": latent token ", t,
-                        " dim ", d, " is ", got, " (", hex(latent[i]), "), float64 ", exact);
-      }
+      const bool ok = std::isnan(exact)
+                          ? std::isnan(got)
+                          : std::fabs(got - exact) <= latent_tolerance(exact, want.magnitude[k], b.ratio, b.head_dim);
+      if (!ok)
+        FAIL(what, ": latent token ", t, " dim ", d, " is ", got, " (", hex(latent[i]), "), float64 ", exact,
+             ", magnitude ", want.magnitude[k]);
     }
-    closed += want.closes[static_cast<size_t>(t)];
   }
   if (b.ratio > 1) {
     const auto ring = dev.ring_values();
@@ -140,12 +150,15 @@ inline void check_compress(const Batch& b, const kvcref::CompressExpected& want,
       uint32_t g, w;
       std::memcpy(&g, &ring[i], 4);
       std::memcpy(&w, &want.ring_after[i], 4);
-      if (dev.bf16) w = static_cast<uint32_t>(kvcref::bf16_from_float(want.ring_after[i])) << 16, g &= 0xffff0000u;
-      REQUIRE_MESSAGE(g == w, what, ": ring element ", i, " (block ", i / b.ring_page_stride, ", row ",
-                      (i % b.ring_page_stride) / b.ring_row_stride, ") is ", hex(g), ", expected ", hex(w));
+      if (dev.bf16) {
+        w = static_cast<uint32_t>(kvcref::bf16_from_float(want.ring_after[i])) << 16;
+        g &= 0xffff0000u;
+      }
+      if (g != w)
+        FAIL(what, ": ring element ", i, " (block ", i / b.ring_page_stride, ", row ",
+             (i % b.ring_page_stride) / b.ring_row_stride, ") is ", hex(g), ", expected ", hex(w));
     }
   }
-  (void)closed;
 }
 
 }  // namespace kvctest

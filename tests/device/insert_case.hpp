@@ -122,7 +122,7 @@ inline std::vector<int64_t> random_positions(std::mt19937_64& rng, int64_t token
 
 /// Compares a downloaded cache image with the reference: RoPE bf16 within 1 ulp of the
 /// float64 value, plain-fp8 RoPE within 1 code, every other byte bit-exact (a NaN e4m3
-/// code matches either sign when `nan_any_sign`). Reports the first mismatch.
+/// code matches either sign when `nan_any_sign`). Reports the first mismatch only.
 inline void check_cache(const std::vector<uint8_t>& got, const kvcref::InsertExpected& want,
                         bool nan_any_sign, const char* what) {
   REQUIRE(got.size() == want.cache.size());
@@ -132,26 +132,21 @@ inline void check_cache(const std::vector<uint8_t>& got, const kvcref::InsertExp
     tolerance[o] = tolerance[o + 1] = 1;
     const uint16_t bits = static_cast<uint16_t>(got[o] | (got[o + 1] << 8));
     const double value = kvcref::bf16_to_double(bits);
-    if (std::isnan(r.exact)) {
-      REQUIRE_MESSAGE(std::isnan(value), what, ": RoPE bf16 at byte ", o, " should be NaN, got ", hex(bits));
-    } else if (std::isinf(r.exact)) {
-      REQUIRE_MESSAGE(value == r.exact, what, ": RoPE bf16 at byte ", o, " should be ", r.exact);
-    } else {
-      REQUIRE_MESSAGE(std::fabs(value - r.exact) <= kvcref::bf16_ulp(r.exact), what,
-                      ": RoPE bf16 at byte ", o, " is ", value, " (", hex(bits), "), float64 ", r.exact);
-    }
+    const bool ok = std::isnan(r.exact)   ? std::isnan(value)
+                    : std::isinf(r.exact) ? value == r.exact
+                                          : std::fabs(value - r.exact) <= kvcref::bf16_ulp(r.exact);
+    if (!ok) FAIL(what, ": RoPE bf16 at byte ", o, " is ", value, " (", hex(bits), "), float64 ", r.exact);
   }
   for (const auto& r : want.rope_fp8) {
     const size_t o = static_cast<size_t>(r.byte_offset);
     tolerance[o] = 2;
-    REQUIRE_MESSAGE(kvcref::e4m3_code_distance(got[o], r.code) <= 1, what, ": fp8 RoPE at byte ", o,
-                    " is ", hex(got[o]), ", reference ", hex(r.code));
+    if (kvcref::e4m3_code_distance(got[o], r.code) > 1)
+      FAIL(what, ": fp8 RoPE at byte ", o, " is ", hex(got[o]), ", reference ", hex(r.code));
   }
   for (size_t o = 0; o < got.size(); ++o) {
     if (tolerance[o] || got[o] == want.cache[o]) continue;
     const bool both_nan = nan_any_sign && (got[o] & 0x7f) == 0x7f && (want.cache[o] & 0x7f) == 0x7f;
-    REQUIRE_MESSAGE(both_nan, what, ": byte ", o, " is ", hex(got[o]), ", expected ",
-                    hex(want.cache[o]));
+    if (!both_nan) FAIL(what, ": byte ", o, " is ", hex(got[o]), ", expected ", hex(want.cache[o]));
   }
 }
 

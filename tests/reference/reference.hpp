@@ -236,6 +236,11 @@ struct CompressInputs {
 struct CompressExpected {
   std::vector<uint8_t> closes;    // [T] 1 where token t writes a latent row
   std::vector<double> latent;     // [T*D] float64 output (NaN where !closes)
+  // [T*D] magnitude of the terms an fp32 evaluation sums for each output element:
+  // sum_q |kv_q| w_q / sum_q w_q / rms * |weight|. Where pooling cancels, |latent| is far
+  // below it, and fp32 rounding (a few units of 2^-24 of it) can exceed one bf16 ulp of
+  // the tiny result; a tester bounds the error by ulp_bf16(latent) + c * 2^-24 * magnitude.
+  std::vector<double> magnitude;
   std::vector<float> ring_after;  // [ring_elems]; empty when R == 1
 };
 
@@ -254,6 +259,7 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
   CompressExpected out;
   out.closes.assign(static_cast<size_t>(T), 0);
   out.latent.assign(static_cast<size_t>(T * D), std::numeric_limits<double>::quiet_NaN());
+  out.magnitude.assign(static_cast<size_t>(T * D), 0.0);
   if (T == 0) {
     if (R > 1 && in.ring) out.ring_after.assign(in.ring, in.ring + in.ring_elems);
     return out;
@@ -280,7 +286,7 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
     return in.kv_score + t * in.kv_score_stride;
   };
 
-  std::vector<double> pooled(static_cast<size_t>(D));
+  std::vector<double> pooled(static_cast<size_t>(D)), pooled_abs(static_cast<size_t>(D));
   std::vector<const float*> members(static_cast<size_t>(R));
 
   for (int64_t t = 0; t < T; ++t) {
@@ -291,7 +297,10 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
 
     if (R == 1) {
       const float* kv = kv_row(t);
-      for (int d = 0; d < D; ++d) pooled[d] = static_cast<double>(kv[d]);
+      for (int d = 0; d < D; ++d) {
+        pooled[d] = static_cast<double>(kv[d]);
+        pooled_abs[d] = std::fabs(pooled[d]);
+      }
     } else {
       const int r = in.req[t];
       require(r >= 0 && r < in.num_reqs, "req[t] out of range");
@@ -314,13 +323,15 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
         double mx = -std::numeric_limits<double>::infinity();
         for (int j = 0; j < R; ++j) mx = std::max(mx, static_cast<double>(members[j][D + d]));
         // (a NaN score is skipped by std::max but still makes its weight NaN)
-        double num = 0.0, den = 0.0;
+        double num = 0.0, den = 0.0, num_abs = 0.0;
         for (int j = 0; j < R; ++j) {
           const double w = std::exp(static_cast<double>(members[j][D + d]) - mx);
           num += static_cast<double>(members[j][d]) * w;
+          num_abs += std::fabs(static_cast<double>(members[j][d])) * w;
           den += w;
         }
         pooled[d] = num / den;
+        pooled_abs[d] = num_abs / den;
       }
     }
 
@@ -328,8 +339,10 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
     double ss = 0.0;
     for (int d = 0; d < D; ++d) ss += pooled[d] * pooled[d];
     const double denom = std::sqrt(ss / D + eps);
-    for (int d = 0; d < D; ++d)
+    for (int d = 0; d < D; ++d) {
       out.latent[static_cast<size_t>(t * D + d)] = pooled[d] / denom * weight[d];
+      out.magnitude[static_cast<size_t>(t * D + d)] = pooled_abs[d] / denom * std::fabs(weight[d]);
+    }
   }
 
   // Ring update (SPEC 1.5): bit-exact copies of whole rows (2D floats).

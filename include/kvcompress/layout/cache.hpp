@@ -96,11 +96,12 @@ struct Fp8DsMlaLayout {
       Array<float, E> x;
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) x[e] = bf16_to_float(frag.bits[v * E + e]);
-      // Runs never straddle the NoPE/RoPE boundary (448 is a multiple of every run width),
-      // and tile groups are aligned lane groups, so whole groups take the same branch.
+      // Tile reductions shuffle across the warp, so every lane takes part (a run may mix
+      // NoPE and RoPE lanes); RoPE lanes ignore the result. Runs never straddle the
+      // NoPE/RoPE boundary (448 is a multiple of every run width).
+      const float amax = frag.template group_max<kTileLanes>(Quantizer::abs_max(x));
+      const bool bad = frag.template group_any<kTileLanes>(Quantizer::has_nonfinite(x));
       if (c0 < kNopeDim) {
-        const float amax = frag.template group_max<kTileLanes>(Quantizer::abs_max(x));
-        const bool bad = frag.template group_any<kTileLanes>(Quantizer::has_nonfinite(x));
         const int exponent = Quantizer::exponent(amax, bad, frag.sanitize);
         Array<uint8_t, E> q;
         KVC_PRAGMA_UNROLL
