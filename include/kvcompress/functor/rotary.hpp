@@ -13,8 +13,9 @@ enum class RopeStyle { kGptJ, kNeoX };
 
 /// Rotation of the rope slice (dims HeadDim-RopeDim .. HeadDim-1) by the angles of one
 /// position, from a `cos_sin` row holding RopeDim/2 cosines then RopeDim/2 sines.
-/// For a pair (x, y) with c, s: x' = x*c - y*s, y' = y*c + x*s, each a single fused
-/// multiply-add of the rounded product (fmaf), so host and device give the same bits.
+/// For a pair (x, y) with c, s: x' = x*c - y*s, y' = y*c + x*s, evaluated with the product's
+/// rounding error carried exactly (fma), so a result near zero (x*c close to y*s) stays
+/// accurate to about one fp32 ulp of itself, and host and device give the same bits.
 ///
 /// Per element (a thread that holds dim j of the slice and its partner's value):
 ///   float c = cos_sin[Rotary<RopeStyle::kGptJ>::frequency(j)], s = cos_sin[32 + ...];
@@ -42,7 +43,9 @@ struct Rotary {
 
   /// Rotated value of one element given its partner's value.
   KVC_HOST_DEVICE static float rotate(float x, float other, float c, float s, bool first) {
-    return first ? fmaf(x, c, -(other * s)) : fmaf(x, c, other * s);
+    const float p = other * s;
+    const float p_error = fmaf(other, s, -p);  // p + p_error == other * s exactly
+    return first ? fmaf(x, c, -p) - p_error : fmaf(x, c, p) + p_error;
   }
 
   /// Rotates a whole slice held by one thread; `cos` and `sin` hold kHalf values each.
