@@ -40,6 +40,20 @@ KVC_HOST_DEVICE constexpr bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)
 
 KVC_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// Largest power of two <= cap that divides n (n >= 1).
+KVC_HOST_DEVICE constexpr int largest_pow2_divisor(int n, int cap) {
+  int d = 1;
+  while (d * 2 <= cap && n % (d * 2) == 0) d *= 2;
+  return d;
+}
+
+/// Largest divisor of n that is <= cap (n >= 1, cap >= 1).
+KVC_HOST_DEVICE constexpr int largest_divisor(int n, int cap) {
+  int d = cap < n ? cap : n;
+  while (n % d != 0) --d;
+  return d;
+}
+
 /// Exact ceil(log2(v)) of a positive finite float, read from its bits: the smallest e with
 /// 2^e >= v. Normal v: the exponent, plus one when the mantissa is non-zero. Subnormal v:
 /// v = m * 2^-149, so -149 + ceil(log2(m)). Not defined for v <= 0, inf or NaN.

@@ -23,6 +23,7 @@
 #include "../arch/memory.cuh"
 #include "../arch/reduce.cuh"
 #include "../core/array.hpp"
+#include "../core/bit.hpp"
 #include "../core/codecs.hpp"
 #include "../functor/gated_pool.hpp"
 #include "../functor/rms_norm.hpp"
@@ -38,23 +39,23 @@ struct CompressConfig {
   static_assert(HeadDim % 32 == 0 && HeadDim >= 64, "head dim must be a multiple of 32, >= 64");
   using Element = In;
   static constexpr int kChannels = HeadDim / 32;  // channels of a row per lane
-  static constexpr int kVecElems =                 // elements per vector access (16 B at most)
-      (16 / int(sizeof(In))) < kChannels ? 16 / int(sizeof(In)) : kChannels;
+  static constexpr int kVecElems =  // elements per vector access (16 B at most)
+      largest_pow2_divisor(kChannels, 16 / int(sizeof(In)));
   static constexpr int kVecs = kChannels / kVecElems;  // vector accesses per lane per half row
   static_assert(kChannels % kVecElems == 0, "head dim must split into whole vectors per lane");
   static_assert(kVecElems % 2 == 0, "bf16 pairs");
   static constexpr bool kGated = Ratio > 1;
   static constexpr int kRowWidth = kGated ? 2 * HeadDim : HeadDim;  // elements of a kv_score row
   static constexpr bool kSplitGroup = Ratio >= 16;
-  static constexpr int kWarps = kSplitGroup ? 8 : 4;
+  // Split groups over up to 8 warps (a power of two dividing the ratio, for the merge tree).
+  static constexpr int kWarps = kSplitGroup ? largest_pow2_divisor(Ratio, 8) : 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMembersPerWarp = kSplitGroup ? Ratio / kWarps : Ratio;
   // Members whose rows are loaded together: about 64 floats of input per lane in flight.
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
-  static constexpr int kBatch = kMembersPerWarp < kBatchWanted ? kMembersPerWarp : kBatchWanted;
+  static constexpr int kBatch = largest_divisor(kMembersPerWarp, kBatchWanted);
   static_assert(kMembersPerWarp % kBatch == 0, "members per warp must be a multiple of the batch");
   static constexpr int kTokensPerBlock = kSplitGroup ? Ratio : Ratio * kWarps;
-  static_assert(kTokensPerBlock <= kThreads, "one planning thread per token of the window");
 
   /// Channel held by fragment element i of `lane` (vector v = i / kVecElems).
   KVC_HOST_DEVICE static constexpr int channel(int lane, int i) {
@@ -321,10 +322,10 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
   const int warp = threadIdx.x / 32;
   const int64_t window = static_cast<int64_t>(blockIdx.x) * Cfg::kTokensPerBlock;
 
-  if (threadIdx.x < Cfg::kTokensPerBlock) {
-    const int64_t t = window + threadIdx.x;
-    plans[threadIdx.x] = t < p.num_tokens ? detail::plan_token<Ratio>(p, t)
-                                          : detail::TokenPlan{-1, 0, 0, 0, 0, 0u};
+  for (int k = threadIdx.x; k < Cfg::kTokensPerBlock; k += Cfg::kThreads) {
+    const int64_t t = window + k;
+    plans[k] = t < p.num_tokens ? detail::plan_token<Ratio>(p, t)
+                                : detail::TokenPlan{-1, 0, 0, 0, 0, 0u};
   }
   __syncthreads();
 
@@ -355,7 +356,7 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
   } else {
     // The whole block pools each group; warp w takes members [w*M, (w+1)*M).
     constexpr int M = Cfg::kMembersPerWarp;
-    __shared__ float merge_buf[Cfg::kWarps / 2][3][HeadDim];
+    __shared__ float merge_buf[Cfg::kWarps > 1 ? Cfg::kWarps / 2 : 1][3][HeadDim];
     for (int k = 0; k < Cfg::kTokensPerBlock; ++k) {
       const detail::TokenPlan tp = plans[k];
       const int64_t t = window + k;

@@ -18,7 +18,7 @@ namespace kvc {
 
 template <int Ratio, int HeadDim>
 struct InsertConfig {
-  static constexpr int kVecElems = HeadDim / 32 < 8 ? HeadDim / 32 : 8;  // bf16 per vector access
+  static constexpr int kVecElems = largest_pow2_divisor(HeadDim / 32, 8);  // bf16 per access
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
   // About one writer per warp per window at large ratios, a block of tokens at small ones.

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "../core/bit.hpp"
 #include "../core/status.hpp"
 #include "../kernel/compress_params.hpp"
 #include "dispatch.hpp"
@@ -15,28 +16,32 @@
 namespace kvc {
 
 /// Elements per vector access the Op A kernel uses for this head dim and dtype; strides and
-/// addresses must be multiples of it.
+/// addresses must be multiples of it (CompressConfig::kVecElems).
 inline int compress_vector_elems(int head_dim, DType dtype) {
-  return std::min(16 / dtype_size(dtype), head_dim / 32);
+  return largest_pow2_divisor(head_dim / 32, 16 / dtype_size(dtype));
 }
 
-/// Checks every condition of SPEC §4 for Op A that can be checked without reading device
-/// memory. Returns success for num_tokens == 0 (a no-op) without looking at the pointers.
-inline Status compress_can_implement(const CompressParams& p) {
+namespace detail {
+
+inline Status check_token_count(int64_t num_tokens) {
+  Validator v;
+  v.require(num_tokens >= 0, "num_tokens " + std::to_string(num_tokens) + " is negative");
+  v.require(num_tokens <= std::numeric_limits<int32_t>::max(),
+            "num_tokens " + std::to_string(num_tokens) + " exceeds the int32 range of qsl");
+  return v.status();
+}
+
+/// Op A conditions that hold for any compiled (ratio, head dim): pointers, alignment,
+/// strides, ring geometry, eps. `p.ratio` / `p.head_dim` are taken as given.
+/// `latent_optional`: the fused op may leave `latent` null (no latent written).
+inline Status compress_check_params(const CompressParams& p, bool latent_optional = false) {
   detail::Validator v;
-  v.require(p.num_tokens >= 0, "num_tokens " + std::to_string(p.num_tokens) + " is negative");
-  v.require(p.num_tokens <= std::numeric_limits<int32_t>::max(),
-            "num_tokens " + std::to_string(p.num_tokens) + " exceeds the int32 range of qsl");
+  v.require(p.ratio >= 1, "compress ratio " + std::to_string(p.ratio) + " must be >= 1")
+      .require(p.head_dim >= 64 && p.head_dim % 32 == 0,
+               "head dim " + std::to_string(p.head_dim) + " must be a multiple of 32, >= 64")
+      .require(p.dtype == DType::kFloat32 || p.dtype == DType::kBFloat16,
+               "kv_score dtype must be float32 or bfloat16");
   if (!v.ok()) return v.status();
-  if (p.num_tokens == 0) return Status::success();
-
-  Status s = dispatch_ratio(p.ratio, [](auto) { return Status::success(); });
-  if (!s.ok()) return s;
-  s = dispatch_head_dim(p.head_dim, [](auto) { return Status::success(); });
-  if (!s.ok()) return s;
-  if (p.dtype != DType::kFloat32 && p.dtype != DType::kBFloat16)
-    return Status::not_supported("kv_score dtype must be float32 or bfloat16");
-
   const int vec = compress_vector_elems(p.head_dim, p.dtype);
   const int vec_bytes = vec * dtype_size(p.dtype);
   const int64_t row_width = p.ratio > 1 ? 2 * int64_t{p.head_dim} : p.head_dim;
@@ -52,11 +57,12 @@ inline Status compress_can_implement(const CompressParams& p) {
       .aligned(p.slot.data, index_size(p.slot.type), "slot")
       .not_null(p.weight, "weight")
       .aligned(p.weight, bf16_vec_bytes, "weight")
-      .not_null(p.latent, "latent")
-      .aligned(p.latent, bf16_vec_bytes, "latent")
-      .stride(p.latent_stride, p.head_dim, vec, "latent row stride", "head_dim =")
       .require(std::isfinite(p.eps) && p.eps >= 0.f,
                "eps " + std::to_string(p.eps) + " must be finite and >= 0");
+  if (!(latent_optional && p.latent == nullptr))
+    v.not_null(p.latent, "latent")
+        .aligned(p.latent, bf16_vec_bytes, "latent")
+        .stride(p.latent_stride, p.head_dim, vec, "latent row stride", "head_dim =");
   if (p.ratio > 1) {
     const RingLayout& r = p.ring_layout;
     v.not_null(p.qsl, "qsl")
@@ -78,6 +84,21 @@ inline Status compress_can_implement(const CompressParams& p) {
                                                " elements");
   }
   return v.status();
+}
+
+}  // namespace detail
+
+/// Checks every condition of SPEC §4 for Op A that can be checked without reading device
+/// memory, including that (ratio, head dim) is in the compiled lists of kvc::compress.
+/// Returns success for num_tokens == 0 (a no-op) without looking at the pointers.
+inline Status compress_can_implement(const CompressParams& p) {
+  Status s = detail::check_token_count(p.num_tokens);
+  if (!s.ok() || p.num_tokens == 0) return s;
+  s = dispatch_ratio(p.ratio, [](auto) { return Status::success(); });
+  if (!s.ok()) return s;
+  s = dispatch_head_dim(p.head_dim, [](auto) { return Status::success(); });
+  if (!s.ok()) return s;
+  return detail::compress_check_params(p);
 }
 
 }  // namespace kvc

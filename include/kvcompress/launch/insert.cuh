@@ -7,18 +7,31 @@
 
 #include "../kernel/fused_kernel.cuh"
 #include "../kernel/insert_kernel.cuh"
+#include "compress.cuh"
 #include "insert.hpp"
 
 namespace kvc {
 
-namespace detail {
-inline Status launch_status(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    return Status::cuda(err, std::string(kernel) + " launch failed: " + cudaGetErrorString(err));
-  return Status::success();
+/// Launches the Op B instance <Ratio, HeadDim, Layout>; Layout may be a user-defined layout
+/// type (examples/03_custom_layout), `p.record.layout` is then ignored. Validates like
+/// kvc::insert.
+template <int Ratio, int HeadDim, class Layout>
+Status launch_insert(const InsertParams& p, cudaStream_t stream) {
+  Status s = detail::check_token_count(p.num_tokens);
+  if (!s.ok() || p.num_tokens == 0) return s;
+  if (p.ratio != Ratio || p.head_dim != HeadDim)
+    return Status::invalid("params (ratio " + std::to_string(p.ratio) + ", head dim " +
+                           std::to_string(p.head_dim) + ") do not match the kernel instance (ratio " +
+                           std::to_string(Ratio) + ", head dim " + std::to_string(HeadDim) + ")");
+  s = detail::record_check<Layout>(p.record, p.head_dim);
+  if (!s.ok()) return s;
+  s = detail::insert_check_params(p);
+  if (!s.ok()) return s;
+  using Cfg = InsertConfig<Ratio, HeadDim>;
+  const int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+  insert_kernel<Ratio, HeadDim, Layout><<<static_cast<unsigned>(blocks), Cfg::kThreads, 0, stream>>>(p);
+  return detail::launch_status("insert_kernel");
 }
-}  // namespace detail
 
 /// Runs Op B (SPEC §2, vLLM's rope_quant_insert) on `stream`. Validates first and writes
 /// nothing when validation fails. Graph-capturable (no sync, no allocation).
@@ -32,14 +45,29 @@ inline Status insert(const InsertParams& p, cudaStream_t stream) {
     return dispatch_head_dim(p.head_dim, [&](auto head_dim) {
       constexpr int R = decltype(ratio)::value, D = decltype(head_dim)::value;
       return dispatch_layout<D>(p.record.layout, [&](auto layout) {
-        using Cfg = InsertConfig<R, D>;
-        const int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
-        insert_kernel<R, D, decltype(layout)>
-            <<<static_cast<unsigned>(blocks), Cfg::kThreads, 0, stream>>>(p);
-        return detail::launch_status("insert_kernel");
+        return launch_insert<R, D, decltype(layout)>(p, stream);
       });
     });
   });
+}
+
+/// Launches the fused instance <Ratio, HeadDim, In, Layout> (any ratio, head dim, layout).
+template <int Ratio, int HeadDim, typename In, class Layout>
+Status launch_fused(const FusedParams& p, cudaStream_t stream) {
+  const CompressParams& c = p.compress;
+  Status s = detail::check_token_count(c.num_tokens);
+  if (!s.ok() || c.num_tokens == 0) return s;
+  s = detail::check_instance<Ratio, HeadDim, In>(c);
+  if (!s.ok()) return s;
+  s = detail::record_check<Layout>(p.record, c.head_dim);
+  if (!s.ok()) return s;
+  s = detail::compress_check_params(c, /*latent_optional=*/true);
+  if (!s.ok()) return s;
+  using Cfg = CompressConfig<Ratio, HeadDim, In>;
+  const int64_t blocks = (c.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+  compress_kernel<Ratio, HeadDim, In, RecordEpilogue<Layout>>
+      <<<static_cast<unsigned>(blocks), Cfg::kThreads, 0, stream>>>(c, RecordEpilogue<Layout>{p.record});
+  return detail::launch_status("fused compress_kernel");
 }
 
 /// Runs the fused op (SPEC §3) on `stream`: Op A's outputs (latent optional) and Op B's
@@ -52,14 +80,8 @@ inline Status fused(const FusedParams& p, cudaStream_t stream) {
     return dispatch_head_dim(c.head_dim, [&](auto head_dim) {
       constexpr int R = decltype(ratio)::value, D = decltype(head_dim)::value;
       return dispatch_dtype(c.dtype, [&](auto element) {
-        using In = decltype(element);
         return dispatch_layout<D>(p.record.layout, [&](auto layout) {
-          using Cfg = CompressConfig<R, D, In>;
-          const int64_t blocks = (c.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
-          compress_kernel<R, D, In, RecordEpilogue<decltype(layout)>>
-              <<<static_cast<unsigned>(blocks), Cfg::kThreads, 0, stream>>>(
-                  c, RecordEpilogue<decltype(layout)>{p.record});
-          return detail::launch_status("fused compress_kernel");
+          return launch_fused<R, D, decltype(element), decltype(layout)>(p, stream);
         });
       });
     });
