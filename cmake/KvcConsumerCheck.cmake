@@ -8,12 +8,64 @@
 #
 # The consumer is CXX-only: including the .hpp headers must not need nvcc or the CUDA
 # language, and an embedded kvcompress must not add its tests or enable CUDA.
+#
+# MODE=project configures and builds an existing CUDA consumer project instead
+# (examples/06_consumer_project) with find_package against KVC_PREFIX, then runs its
+# executable; exit code 77 (no GPU) counts as success:
+#
+#   cmake -DMODE=project -DPROJECT_SOURCE=<dir> -DCUDA_COMPILER=<nvcc>
+#         [-DCUDA_ARCHITECTURES=<a,b,...>] -DKVC_PREFIX=... -DWORK_DIR=... -DGENERATOR=...
+#         -DCXX_COMPILER=... [-DCUDAToolkit_ROOT=<dir>] [-DCCCL_DIR=<dir>] -P KvcConsumerCheck.cmake
 
-foreach(var MODE KVC_SOURCE_DIR WORK_DIR MAIN_SOURCE GENERATOR CXX_COMPILER)
+if(MODE STREQUAL "project")
+  set(required MODE KVC_PREFIX WORK_DIR PROJECT_SOURCE GENERATOR CXX_COMPILER CUDA_COMPILER)
+else()
+  set(required MODE KVC_SOURCE_DIR WORK_DIR MAIN_SOURCE GENERATOR CXX_COMPILER)
+endif()
+foreach(var IN LISTS required)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "KvcConsumerCheck: -D${var}=... is required")
   endif()
 endforeach()
+
+if(MODE STREQUAL "project")
+  file(REMOVE_RECURSE "${WORK_DIR}")
+  set(configure_args -S "${PROJECT_SOURCE}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
+      "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_CUDA_COMPILER=${CUDA_COMPILER}"
+      -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${KVC_PREFIX}")
+  if(DEFINED CUDA_ARCHITECTURES AND NOT "${CUDA_ARCHITECTURES}" STREQUAL "")
+    string(REPLACE "," ";" archs "${CUDA_ARCHITECTURES}")
+    list(APPEND configure_args "-DCMAKE_CUDA_ARCHITECTURES=${archs}")
+  endif()
+  foreach(var CUDAToolkit_ROOT CCCL_DIR)
+    if(DEFINED ${var} AND NOT "${${var}}" STREQUAL "")
+      list(APPEND configure_args "-D${var}=${${var}}")
+    endif()
+  endforeach()
+  execute_process(COMMAND "${CMAKE_COMMAND}" ${configure_args} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer project: configure failed (${rc})")
+  endif()
+  # The project must have found the installed package, not a source tree or another copy.
+  file(STRINGS "${WORK_DIR}/build/CMakeCache.txt" found REGEX "^kvcompress_DIR:")
+  string(FIND "${found}" "${KVC_PREFIX}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "consumer project: kvcompress found outside the install prefix: ${found}")
+  endif()
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${WORK_DIR}/build" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer project: build failed (${rc})")
+  endif()
+  execute_process(COMMAND "${WORK_DIR}/build/kvc_consumer_example" RESULT_VARIABLE rc)
+  if(rc EQUAL 77)
+    message(STATUS "consumer project: built; no GPU, so its run was skipped (exit 77)")
+  elseif(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer project: kvc_consumer_example exited with ${rc}")
+  else()
+    message(STATUS "consumer project: OK")
+  endif()
+  return()
+endif()
 
 if(MODE STREQUAL "find_package")
   set(use_kvc "find_package(kvcompress 0.1 CONFIG REQUIRED)

@@ -23,7 +23,12 @@ CS="compute-sanitizer --error-exitcode 99"
 run memcheck 180 $CS --tool memcheck "$bin/kvc_device_tests"
 run racecheck 150 $CS --tool racecheck "$bin/kvc_device_tests" \
   -tc="*fused*,*every compiled ratio*,*longer than the ring*,*Op B: every layout*"
-if [[ -x "$bin/kvc_bench" ]]; then run bench 120 "$bin/kvc_bench" --out "$out"; fi
+if [[ -x "$bin/kvc_bench" ]]; then
+  run bench 240 "$bin/kvc_bench" --out "$out"
+  python3 "$(dirname "$0")/bench_report.py" "$out/bench.json" --commit "${KVC_COMMIT:-unknown}" \
+    --results "$out/RESULTS.md" --plot "$out/bench.png" >>"$out/bench.log" 2>&1
+  sed -n '/## Targets/,/## All/p' "$out/RESULTS.md"
+fi
 echo
 echo "| step | result |"
 echo "|---|---|"
