@@ -44,7 +44,9 @@ struct Rotary {
   /// Rotated value of one element given its partner's value.
   KVC_HOST_DEVICE static float rotate(float x, float other, float c, float s, bool first) {
     const float p = other * s;
-    const float p_error = fmaf(other, s, -p);  // p + p_error == other * s exactly
+    // p + p_error == other * s exactly; an infinite product has no rounding error to carry
+    // (and fmaf would turn inf - inf into NaN).
+    const float p_error = fabsf(p) <= 3.402823466e38f ? fmaf(other, s, -p) : 0.f;
     return first ? fmaf(x, c, -p) - p_error : fmaf(x, c, p) + p_error;
   }
 

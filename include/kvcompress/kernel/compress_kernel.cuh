@@ -69,7 +69,8 @@ namespace detail {
 struct TokenPlan {
   int64_t slot;         // ring slot; < 0: padding, nothing to do
   int64_t pos;          // position
-  int64_t chunk_start;  // position of its request's first token in this call
+  int64_t chunk_start;  // position of its request's first token (set only when kNeedsHead)
+  int32_t chunk_first;  // token index of its request's first token
   int32_t tail_begin;   // its request's ring-store tokens are tail_begin .. chunk_end-1
   int32_t chunk_end;
   uint32_t flags;
@@ -111,23 +112,35 @@ KVC_DEVICE bool collides(const HeadReads& h, int64_t slot, int capacity) {
 
 template <int Ratio>
 KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
-  TokenPlan tp{-1, 0, 0, 0, 0, 0u};
-  tp.slot = p.slot.load(t);
-  if (tp.slot < 0) return tp;
-  tp.pos = p.positions.load(t);
-  if ((tp.pos + 1) % Ratio == 0) tp.flags |= kCloses;
+  TokenPlan tp{-1, 0, 0, 0, 0, 0, 0u};
+  // Independent loads first: slot, position and request travel together.
+  const int64_t slot = p.slot.load(t);
+  const int64_t pos = p.positions.load(t);
+  int32_t r = 0;
+  if constexpr (Ratio > 1) r = p.req[t];
+  if (slot < 0) return tp;
+  tp.slot = slot;
+  tp.pos = pos;
+  if ((pos + 1) % Ratio == 0) tp.flags |= kCloses;
   if constexpr (Ratio > 1) {
-    const int32_t r = p.req[t];
     const int64_t first = p.qsl[r];
     const int64_t end = p.qsl[r + 1];
     const int capacity = p.ring_layout.capacity;
-    tp.chunk_start = p.positions.load(first);
+    tp.chunk_first = static_cast<int32_t>(first);
     tp.chunk_end = static_cast<int32_t>(end);
     tp.tail_begin = static_cast<int32_t>(end - capacity > first ? end - capacity : first);
-    const HeadReads h = head_reads<Ratio>(p, first, end, tp.chunk_start);
-    if (h.active && h.token == t) tp.flags |= kIsHead;
     // Tokens past qsl[num_reqs] (trailing padding with a slot) belong to no chunk: never stored.
-    if (t >= tp.tail_begin && t < end && !collides(h, tp.slot, capacity)) tp.flags |= kStoresOwnRow;
+    const bool tail = t >= tp.tail_begin && t < end;
+    // Only a tail token (its store may hit a row the head group reads) and a group that
+    // starts before the chunk (the head group itself) need the head group: two more
+    // dependent loads, skipped for the bulk of a prefill.
+    const bool maybe_head = (tp.flags & kCloses) && t - (Ratio - 1) < first;
+    if (tail || maybe_head) {
+      tp.chunk_start = p.positions.load(first);
+      const HeadReads h = head_reads<Ratio>(p, first, end, tp.chunk_start);
+      if (h.active && h.token == t) tp.flags |= kIsHead;
+      if (tail && !collides(h, tp.slot, capacity)) tp.flags |= kStoresOwnRow;
+    }
   }
   return tp;
 }
@@ -205,8 +218,9 @@ struct CompressWarp {
       for (int j = 0; j < Cfg::kBatch; ++j) {
         const int member = b + j;
         const int64_t q = tp.pos - (Ratio - 1) + member;
-        if (q >= tp.chunk_start) {
-          const In* row = input_row(p, t - (Ratio - 1 - member));
+        const int64_t member_token = t - (Ratio - 1 - member);
+        if (member_token >= tp.chunk_first) {  // inside the chunk (positions are consecutive)
+          const In* row = input_row(p, member_token);
           kv_raw[j] = load_half<true>(row, lane);
           score_raw[j] = load_half<true>(row + HeadDim, lane);
         } else {
@@ -286,6 +300,36 @@ struct CompressWarp {
   }
 };
 
+/// Copies the listed input rows whole into their ring rows with every thread of the block,
+/// four 16-byte moves in flight per thread: the rows are independent, so a block streams
+/// them instead of a warp waiting on one row at a time.
+template <int HeadDim, typename In, int E, int Threads>
+KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens,
+                                  const int64_t* slots, int count, int64_t window) {
+  constexpr int kVecsPerRow = 2 * HeadDim / E;
+  constexpr int kUnroll = 4;
+  const int total = count * kVecsPerRow;
+  for (int base = threadIdx.x; base < total; base += Threads * kUnroll) {
+    Array<In, E> v[kUnroll];
+    KVC_PRAGMA_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * Threads;
+      if (i < total)
+        v[u] = arch::load_readonly<E>(static_cast<const In*>(p.kv_score) +
+                                      (window + tokens[i / kVecsPerRow]) * p.kv_score_stride +
+                                      (i % kVecsPerRow) * E);
+    }
+    KVC_PRAGMA_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * Threads;
+      if (i < total)
+        arch::store<E>(static_cast<In*>(p.ring) + p.ring_layout.slot_offset(slots[i / kVecsPerRow]) +
+                           (i % kVecsPerRow) * E,
+                       v[u]);
+    }
+  }
+}
+
 }  // namespace detail
 
 /// Op A's epilogue: stores the bf16 latent row (skipped when `latent` is null, which only
@@ -318,16 +362,31 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
   constexpr int N = Cfg::kChannels;
 
   __shared__ detail::TokenPlan plans[Cfg::kTokensPerBlock];
+  __shared__ int32_t copy_token[Cfg::kTokensPerBlock];  // rows stored to the ring by the block
+  __shared__ int64_t copy_slot[Cfg::kTokensPerBlock];
+  __shared__ int copy_count;
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   const int64_t window = static_cast<int64_t>(blockIdx.x) * Cfg::kTokensPerBlock;
 
+  if (threadIdx.x == 0) copy_count = 0;
+  __syncthreads();
   for (int k = threadIdx.x; k < Cfg::kTokensPerBlock; k += Cfg::kThreads) {
     const int64_t t = window + k;
-    plans[k] = t < p.num_tokens ? detail::plan_token<Ratio>(p, t)
-                                : detail::TokenPlan{-1, 0, 0, 0, 0, 0u};
+    const detail::TokenPlan tp = t < p.num_tokens ? detail::plan_token<Ratio>(p, t)
+                                                  : detail::TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
+    plans[k] = tp;
+    // A closing token stores its row from registers while pooling; the rest go in a list.
+    if ((tp.flags & (detail::kStoresOwnRow | detail::kCloses)) == detail::kStoresOwnRow) {
+      const int i = atomicAdd(&copy_count, 1);
+      copy_token[i] = k;
+      copy_slot[i] = tp.slot;
+    }
   }
   __syncthreads();
+  if constexpr (Ratio > 1)
+    detail::copy_rows_to_ring<HeadDim, In, Cfg::kVecElems, Cfg::kThreads>(p, copy_token, copy_slot,
+                                                                         copy_count, window);
 
   if constexpr (!Cfg::kSplitGroup) {
     // One warp per Ratio consecutive tokens.
@@ -343,8 +402,6 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
           pooled = GatedPool<Ratio>::finish(Warp::pool_members(p, t, tp, 0, Ratio, store_own, lane));
         }
         epilogue.template operator()<Ratio>(p, t, tp, Warp::normalize(p, pooled, lane));
-      } else if (tp.flags & detail::kStoresOwnRow) {
-        Warp::copy_row_to_ring(p, t, tp.slot, lane);
       }
       if constexpr (Ratio > 1) {
         if (tp.flags & detail::kIsHead) {
@@ -393,8 +450,6 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
           epilogue.template operator()<Ratio>(
               p, t, tp, Warp::normalize(p, GatedPool<Ratio>::finish(state), lane));
         if (tp.flags & detail::kIsHead) Warp::deferred_stores(p, tp, lane, warp, Cfg::kWarps);
-      } else if ((tp.flags & detail::kStoresOwnRow) && warp == k % Cfg::kWarps) {
-        Warp::copy_row_to_ring(p, t, tp.slot, lane);
       }
     }
   }
