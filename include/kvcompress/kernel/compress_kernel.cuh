@@ -55,7 +55,9 @@ struct CompressConfig {
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
   static constexpr int kBatch = largest_divisor(kMembersPerWarp, kBatchWanted);
   static_assert(kMembersPerWarp % kBatch == 0, "members per warp must be a multiple of the batch");
-  static constexpr int kTokensPerBlock = kSplitGroup ? Ratio : Ratio * kWarps;
+  // Small ratios: one group per warp. Large ratios: a window of 2 tokens per warp, so a
+  // decode batch still spreads its ring copies and rare closings over many blocks.
+  static constexpr int kTokensPerBlock = kSplitGroup ? 2 * kWarps : Ratio * kWarps;
 
   /// Channel held by fragment element i of `lane` (vector v = i / kVecElems).
   KVC_HOST_DEVICE static constexpr int channel(int lane, int i) {
@@ -69,7 +71,7 @@ namespace detail {
 struct TokenPlan {
   int64_t slot;         // ring slot; < 0: padding, nothing to do
   int64_t pos;          // position
-  int64_t chunk_start;  // position of its request's first token (set only when kNeedsHead)
+  int64_t chunk_start;  // position of its request's first token (set for tail and head tokens)
   int32_t chunk_first;  // token index of its request's first token
   int32_t tail_begin;   // its request's ring-store tokens are tail_begin .. chunk_end-1
   int32_t chunk_end;
@@ -136,7 +138,7 @@ KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
     // dependent loads, skipped for the bulk of a prefill.
     const bool maybe_head = (tp.flags & kCloses) && t - (Ratio - 1) < first;
     if (tail || maybe_head) {
-      tp.chunk_start = p.positions.load(first);
+      tp.chunk_start = pos - (t - first);  // positions are consecutive within a chunk
       const HeadReads h = head_reads<Ratio>(p, first, end, tp.chunk_start);
       if (h.active && h.token == t) tp.flags |= kIsHead;
       if (tail && !collides(h, tp.slot, capacity)) tp.flags |= kStoresOwnRow;
