@@ -23,6 +23,12 @@ CS="compute-sanitizer --error-exitcode 99"
 run memcheck 180 $CS --tool memcheck "$bin/kvc_device_tests"
 run racecheck 150 $CS --tool racecheck "$bin/kvc_device_tests" \
   -tc="*fused*,*every compiled ratio*,*longer than the ring*,*Op B: every layout*"
+for ex in "$bin"/kvc_example_*; do
+  [[ -x $ex ]] || continue
+  name=$(basename "$ex")
+  timeout 60 "$ex" >"$out/$name.log" 2>&1
+  result[$name]="rc=$? $(tail -n1 "$out/$name.log")"
+done
 if [[ -x "$bin/kvc_bench" ]]; then
   run bench 240 "$bin/kvc_bench" --out "$out"
   python3 "$(dirname "$0")/bench_report.py" "$out/bench.json" --commit "${KVC_COMMIT:-unknown}" \
@@ -32,6 +38,6 @@ fi
 echo
 echo "| step | result |"
 echo "|---|---|"
-for k in device memcheck racecheck bench; do
+for k in device memcheck racecheck bench $(printf '%s\n' "${!result[@]}" | grep kvc_example | sort); do
   [[ -n ${result[$k]:-} ]] && echo "| $k | ${result[$k]} |"
 done

@@ -29,8 +29,9 @@
 #define KVC_ASSERT(cond) ((void)0)
 #endif
 
-// Loop unrolling hint; only nvcc acts on it (g++ would warn about an unknown pragma).
-#if defined(__CUDACC__)
+// Loop unrolling hint for device code; the host compiler (g++, or nvcc's host pass) would
+// warn about an unknown pragma.
+#if defined(__CUDA_ARCH__)
 #define KVC_PRAGMA_UNROLL _Pragma("unroll")
 #else
 #define KVC_PRAGMA_UNROLL

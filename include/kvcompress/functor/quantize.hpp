@@ -25,9 +25,10 @@ struct SoftwareE4m3 {
 /// Scaling by 2^-e is exact, and satfinite saturation equals clamping to +-448 first.
 ///
 /// Non-finite input: a tile holding a NaN or an infinity gets e = 128 (scale code 255,
-/// UE8M0's NaN) so a reader sees the tile is bad; its finite values then quantize to 0, an
-/// infinity to +-448 and a NaN to e4m3 NaN. With `sanitize`, e = 127 instead (code 254,
-/// the largest finite scale) for readers that reject code 255.
+/// UE8M0's NaN) so a reader sees the tile is bad; its finite values then quantize as
+/// x * 2^-128 (0 unless |x| >= 2^118), an infinity to +-448 and a NaN to e4m3 NaN. With
+/// `sanitize`, e = 127 instead (code 254, the largest finite scale, so finite values still
+/// dequantize to about themselves) for readers that reject code 255.
 ///
 /// Thread-level use: each thread computes `abs_max` of its part of a tile; the kernel
 /// reduces (group max) and ORs `has_nonfinite`; then `exponent` and `quantize`:

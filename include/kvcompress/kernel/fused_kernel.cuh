@@ -25,7 +25,8 @@ struct RecordEpilogue {
     if (detail::record_target<Ratio>(record, tp.pos, slot, group_pos)) {
       RowFragment<HeadDim, E> out = row;
       out.sanitize = record.sanitize;
-      detail::write_record<Layout>(record, out, slot, group_pos);
+      const auto angles = detail::record_angles<Layout, RowFragment<HeadDim, E>>(record, row.lane, group_pos);
+      detail::write_record<Layout>(record, out, slot, angles);
     }
   }
 };

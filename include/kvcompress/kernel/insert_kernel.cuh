@@ -39,11 +39,18 @@ KVC_DEVICE bool record_target(const RecordArgs& r, int64_t pos, int64_t slot, in
   return group_pos < r.cos_sin_rows;
 }
 
+/// The angles of a record's group position, for the lanes of a warp holding rows as Row.
+template <class Layout, class Row>
+KVC_DEVICE RopeAngles<Row::kHeadDim> record_angles(const RecordArgs& r, int lane, int64_t group_pos) {
+  return load_rope_angles<Layout::kRopeDim, Row::kHeadDim, Row::kVecElems>(
+      lane, r.rope_style, r.cos_sin, r.cos_sin_dtype, r.cos_sin_stride, group_pos);
+}
+
 /// Rope + layout store of one row held by a warp.
 template <class Layout, class Row>
-KVC_DEVICE void write_record(const RecordArgs& r, Row& row, int64_t slot, int64_t group_pos) {
-  apply_rope<Layout::kRopeDim>(row, r.rope_style, r.cos_sin, r.cos_sin_dtype, r.cos_sin_stride,
-                               group_pos);
+KVC_DEVICE void write_record(const RecordArgs& r, Row& row, int64_t slot,
+                             const RopeAngles<Row::kHeadDim>& angles) {
+  apply_rope<Layout::kRopeDim>(row, r.rope_style, angles);
   Layout::store(r.cache, slot / r.cache.block_size, slot % r.cache.block_size, row);
 }
 
@@ -70,10 +77,10 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim>::kThreads)
   for (int k = threadIdx.x; k < Cfg::kTokensPerBlock; k += Cfg::kThreads) {
     const int64_t t = window + k;
     if (t >= p.num_tokens) break;
-    const int64_t slot = p.record.cache_slot.load(t);
-    if (slot < 0) continue;
+    const int64_t slot = p.record.cache_slot.load(t);  // both loads before any branch
+    const int64_t pos = p.positions.load(t);
     int64_t group_pos;
-    if (detail::record_target<Ratio>(p.record, p.positions.load(t), slot, group_pos)) {
+    if (detail::record_target<Ratio>(p.record, pos, slot, group_pos)) {
       const int i = atomicAdd(&writer_count, 1);
       writer_token[i] = k;
       writer_slot[i] = slot;
@@ -86,6 +93,8 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim>::kThreads)
   for (int i = threadIdx.x / 32; i < writer_count; i += Cfg::kWarps) {
     const int64_t t = window + writer_token[i];
     const uint16_t* src = reinterpret_cast<const uint16_t*>(p.latent) + t * p.latent_stride;
+    const RopeAngles<HeadDim> angles =
+        detail::record_angles<Layout, Row>(p.record, lane, writer_group_pos[i]);
     Row row;
     row.lane = lane;
     row.sanitize = p.record.sanitize;
@@ -95,7 +104,7 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim>::kThreads)
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) row.bits[v * E + e] = vec[e];
     }
-    detail::write_record<Layout>(p.record, row, writer_slot[i], writer_group_pos[i]);
+    detail::write_record<Layout>(p.record, row, writer_slot[i], angles);
   }
 }
 

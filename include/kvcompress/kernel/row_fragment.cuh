@@ -49,12 +49,43 @@ KVC_DEVICE float load_table(const void* table, DType dtype, int64_t index) {
 
 }  // namespace detail
 
-/// Rotates the last RopeDim channels of a row fragment by the angles of `cos_sin` row
-/// `position`, in fp32 from the bf16 bits, and rounds back to bf16 (sanitize: NaN -> +0).
-/// Every lane of the warp must call it (NeoX pairs cross lanes through shuffles).
+/// The cos/sin values one lane needs for its RoPE channels (entries of NoPE channels are
+/// unused). Loaded before the row itself, so both travel in the same memory round trip.
+template <int HeadDim>
+struct RopeAngles {
+  Array<float, HeadDim / 32> cos, sin;
+};
+
+template <int RopeDim, int HeadDim, int E>
+KVC_DEVICE RopeAngles<HeadDim> load_rope_angles(int lane, RopeStyle style, const void* cos_sin,
+                                                DType dtype, int64_t cos_sin_stride,
+                                                int64_t position) {
+  using Row = RowFragment<HeadDim, E>;
+  constexpr int kNope = HeadDim - RopeDim;
+  RopeAngles<HeadDim> a;
+  const int64_t base = position * cos_sin_stride;
+  KVC_PRAGMA_UNROLL
+  for (int v = 0; v < Row::kVecs; ++v) {
+    if ((v + 1) * 32 * E <= kNope) continue;  // no rope channel in this run for any lane
+    const int c0 = Row::run_start(lane, v);
+    if (c0 < kNope) continue;
+    KVC_PRAGMA_UNROLL
+    for (int e = 0; e < E; ++e) {
+      const int j = c0 + e - kNope;
+      const int f = style == RopeStyle::kGptJ ? Rotary<RopeStyle::kGptJ, RopeDim>::frequency(j)
+                                              : Rotary<RopeStyle::kNeoX, RopeDim>::frequency(j);
+      a.cos[v * E + e] = detail::load_table(cos_sin, dtype, base + f);
+      a.sin[v * E + e] = detail::load_table(cos_sin, dtype, base + RopeDim / 2 + f);
+    }
+  }
+  return a;
+}
+
+/// Rotates the last RopeDim channels of a row fragment with preloaded angles, in fp32 from
+/// the bf16 bits, and rounds back to bf16 (sanitize: NaN -> +0). Every lane of the warp
+/// must call it (NeoX pairs cross lanes through shuffles).
 template <RopeStyle Style, int RopeDim, int HeadDim, int E>
-KVC_DEVICE void apply_rope(RowFragment<HeadDim, E>& row, const void* cos_sin, DType dtype,
-                           int64_t cos_sin_stride, int64_t position) {
+KVC_DEVICE void apply_rope(RowFragment<HeadDim, E>& row, const RopeAngles<HeadDim>& angles) {
   using Rope = Rotary<Style, RopeDim>;
   using Row = RowFragment<HeadDim, E>;
   constexpr int kNope = HeadDim - RopeDim;
@@ -63,7 +94,6 @@ KVC_DEVICE void apply_rope(RowFragment<HeadDim, E>& row, const void* cos_sin, DT
   static_assert(Style == RopeStyle::kGptJ ||
                     (kPartnerLanes >= 1 && (kNope / E) % (2 * kPartnerLanes) == 0),
                 "NeoX halves must map to aligned lane groups");
-  const int64_t base = position * cos_sin_stride;
   KVC_PRAGMA_UNROLL
   for (int v = 0; v < Row::kVecs; ++v) {
     if ((v + 1) * 32 * E <= kNope) continue;  // no rope channel in this run for any lane
@@ -82,10 +112,8 @@ KVC_DEVICE void apply_rope(RowFragment<HeadDim, E>& row, const void* cos_sin, DT
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) {
         const int j = c0 + e - kNope;
-        const int f = Rope::frequency(j);
-        const float c = detail::load_table(cos_sin, dtype, base + f);
-        const float s = detail::load_table(cos_sin, dtype, base + RopeDim / 2 + f);
-        float y = Rope::rotate(x[e], other[e], c, s, Rope::is_first(j));
+        float y = Rope::rotate(x[e], other[e], angles.cos[v * E + e], angles.sin[v * E + e],
+                               Rope::is_first(j));
         if (row.sanitize && y != y) y = 0.f;
         row.bits[v * E + e] = arch::float_to_bf16(y);
       }
@@ -96,12 +124,12 @@ KVC_DEVICE void apply_rope(RowFragment<HeadDim, E>& row, const void* cos_sin, DT
 /// apply_rope with the style chosen at run time (a warp-uniform branch; one kernel
 /// instance serves both styles).
 template <int RopeDim, int HeadDim, int E>
-KVC_DEVICE void apply_rope(RowFragment<HeadDim, E>& row, RopeStyle style, const void* cos_sin,
-                           DType dtype, int64_t cos_sin_stride, int64_t position) {
+KVC_DEVICE void apply_rope(RowFragment<HeadDim, E>& row, RopeStyle style,
+                           const RopeAngles<HeadDim>& angles) {
   if (style == RopeStyle::kGptJ)
-    apply_rope<RopeStyle::kGptJ, RopeDim>(row, cos_sin, dtype, cos_sin_stride, position);
+    apply_rope<RopeStyle::kGptJ, RopeDim>(row, angles);
   else
-    apply_rope<RopeStyle::kNeoX, RopeDim>(row, cos_sin, dtype, cos_sin_stride, position);
+    apply_rope<RopeStyle::kNeoX, RopeDim>(row, angles);
 }
 
 }  // namespace kvc

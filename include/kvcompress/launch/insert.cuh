@@ -38,7 +38,8 @@ Status launch_insert(const InsertParams& p, cudaStream_t stream) {
 ///
 ///   kvc::InsertParams p;  /* latent, positions, record.{cos_sin, cache_slot, cache, layout} */
 ///   kvc::Status s = kvc::insert(p, stream);
-inline Status insert(const InsertParams& p, cudaStream_t stream) {
+template <class Unused = void>  // a template: only a call compiles the instances
+Status insert(const InsertParams& p, cudaStream_t stream) {
   Status s = insert_can_implement(p);
   if (!s.ok() || p.num_tokens == 0) return s;
   return dispatch_ratio(p.ratio, [&](auto ratio) {
@@ -72,7 +73,8 @@ Status launch_fused(const FusedParams& p, cudaStream_t stream) {
 
 /// Runs the fused op (SPEC §3) on `stream`: Op A's outputs (latent optional) and Op B's
 /// records in one launch, bit-identical to Op A then Op B.
-inline Status fused(const FusedParams& p, cudaStream_t stream) {
+template <class Unused = void>  // a template: only a call compiles the instances
+Status fused(const FusedParams& p, cudaStream_t stream) {
   Status s = fused_can_implement(p);
   const CompressParams& c = p.compress;
   if (!s.ok() || c.num_tokens == 0) return s;
