@@ -3,13 +3,16 @@
 // Work mapping. A block owns a window of consecutive tokens. Phase 1: one thread per token
 // of the window reads the token's indices and plans its work (does it close a group, does
 // it store its row into the ring, is it the group that reads the ring) into shared memory.
-// Phase 2, two shapes chosen at compile time:
+// Phase 2: the rows of non-closing tokens that go to the ring are copied by the whole block
+// (independent rows, several 16-byte moves in flight per thread); then groups, in one of
+// two shapes chosen at compile time:
 //  - small ratios (R < 16): each warp owns R consecutive tokens — about one group — and
 //    pools the whole group itself, members loaded kBatch at a time with 16-byte loads;
-//  - large ratios (R >= 16): the window is R tokens and the whole block pools each group,
-//    every warp a slice of the members, merged through shared memory in a fixed tree, so a
-//    group of 128 rows is not serialized on one warp.
-// The pooled row stays in registers through RMSNorm to the bf16 store.
+//  - large ratios (R >= 16): a window of 2 tokens per warp, and the whole block pools each
+//    group closing in it, every warp a slice of the members, merged through shared memory
+//    in a fixed tree, so a group of 128 rows is not serialized on one warp.
+// The pooled row stays in registers through RMSNorm to the epilogue (bf16 latent store, or
+// the fused op's cache record).
 //
 // Ring ordering. Only the group that straddles a chunk's start (the "head" group) reads the
 // ring, and it must see the ring as it was before this launch (SPEC §1.5). A tail store that
