@@ -8,7 +8,10 @@
 // same traffic and an empty kernel the same way. Prints a Markdown table; --out DIR also
 // writes DIR/bench.json (scripts/bench_report.py turns it into bench/RESULTS.md + a plot).
 //
-//   kvc_bench [--out DIR] [--quick] [--pdl]
+// At ratio 2 it also times a serving step, Op A then Op B ("A+B") and the fused op, with
+// and without programmatic dependent launch ("pdl", kvc::LaunchOptions).
+//
+//   kvc_bench [--out DIR] [--quick]
 #include <kvcompress/kvcompress.cuh>
 
 #include <cuda_runtime.h>
@@ -449,6 +452,24 @@ int main(int argc, char** argv) {
         });
         measure("fused", layout_names[l], pr.bytes_fused_by_record[l], [&](cudaStream_t s, int i) {
           BENCH_STATUS(kvc::fused(dev.fused(pr, l, i % sets), s));
+        });
+      }
+      if (ratio == 2) {
+        // A serving step: Op A then Op B (the latent goes through memory), or the fused op;
+        // plain launches against programmatic dependent launch (each kernel's launch and
+        // prologue overlap the previous kernel's tail).
+        kvc::LaunchOptions pdl;
+        pdl.pdl = true;
+        const double bytes_step = pr.bytes_a + pr.bytes_b_by_record[0];
+        for (bool use_pdl : {false, true}) {
+          const kvc::LaunchOptions opt = use_pdl ? pdl : kvc::LaunchOptions{};
+          measure(use_pdl ? "A+B pdl" : "A+B", layout_names[0], bytes_step, [&](cudaStream_t s, int i) {
+            BENCH_STATUS(kvc::compress(dev.compress(pr, i % sets), s, opt));
+            BENCH_STATUS(kvc::insert(dev.insert(pr, 0, i % sets), s, opt));
+          });
+        }
+        measure("fused pdl", layout_names[0], pr.bytes_fused_by_record[0], [&](cudaStream_t s, int i) {
+          BENCH_STATUS(kvc::fused(dev.fused(pr, 0, i % sets), s, pdl));
         });
       }
     }

@@ -24,6 +24,7 @@
 
 #include "../arch/convert.cuh"
 #include "../arch/memory.cuh"
+#include "../arch/pdl.cuh"
 #include "../arch/reduce.cuh"
 #include "../core/array.hpp"
 #include "../core/bit.hpp"
@@ -374,6 +375,9 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
   const int warp = threadIdx.x / 32;
   const int64_t window = static_cast<int64_t>(blockIdx.x) * Cfg::kTokensPerBlock;
 
+  // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
+  arch::wait_for_prior_grids();
+  arch::allow_dependent_grids();
   if (threadIdx.x == 0) copy_count = 0;
   __syncthreads();
   for (int k = threadIdx.x; k < Cfg::kTokensPerBlock; k += Cfg::kThreads) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "../arch/pdl.cuh"
 #include "../core/array.hpp"
 #include "../layout/cache.hpp"
 #include "insert_params.hpp"
@@ -72,6 +73,9 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim>::kThreads)
   __shared__ int64_t writer_group_pos[Cfg::kTokensPerBlock];
 
   const int64_t window = static_cast<int64_t>(blockIdx.x) * Cfg::kTokensPerBlock;
+  // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
+  arch::wait_for_prior_grids();
+  arch::allow_dependent_grids();
   if (threadIdx.x == 0) writer_count = 0;
   __syncthreads();
   for (int k = threadIdx.x; k < Cfg::kTokensPerBlock; k += Cfg::kThreads) {

@@ -8,17 +8,12 @@
 
 #include "../kernel/compress_kernel.cuh"
 #include "compress.hpp"
+#include "launch.cuh"
+#include "options.hpp"
 
 namespace kvc {
 
 namespace detail {
-
-inline Status launch_status(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    return Status::cuda(err, std::string(kernel) + " launch failed: " + cudaGetErrorString(err));
-  return Status::success();
-}
 
 /// The params must describe the instance being launched.
 template <int Ratio, int HeadDim, typename In>
@@ -39,7 +34,8 @@ Status check_instance(const CompressParams& p) {
 ///
 ///   kvc::Status s = kvc::launch_compress<3, 384, float>(params, stream);
 template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue>
-Status launch_compress(const CompressParams& p, cudaStream_t stream, const Epilogue& epilogue = {}) {
+Status launch_compress(const CompressParams& p, cudaStream_t stream,
+                       const LaunchOptions& options = {}, const Epilogue& epilogue = {}) {
   Status s = detail::check_token_count(p.num_tokens);
   if (!s.ok() || p.num_tokens == 0) return s;
   s = detail::check_instance<Ratio, HeadDim, In>(p);
@@ -48,27 +44,28 @@ Status launch_compress(const CompressParams& p, cudaStream_t stream, const Epilo
   if (!s.ok()) return s;
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
   const int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
-  compress_kernel<Ratio, HeadDim, In, Epilogue>
-      <<<static_cast<unsigned>(blocks), Cfg::kThreads, 0, stream>>>(p, epilogue);
-  return detail::launch_status("compress_kernel");
+  return detail::launch_kernel("compress_kernel", compress_kernel<Ratio, HeadDim, In, Epilogue>,
+                               dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream,
+                               options, p, epilogue);
 }
 
 /// Runs Op A (SPEC §1) on `stream`. Validates first and writes nothing when validation
 /// fails; returns the CUDA launch error otherwise. No host synchronisation and no
-/// allocation, so it can be captured in a CUDA graph.
+/// allocation, so it can be captured in a CUDA graph. `options.pdl`: programmatic
+/// dependent launch (LaunchOptions).
 ///
 ///   kvc::CompressParams p;  /* fill in */
 ///   kvc::Status s = kvc::compress(p, stream);
 ///   if (!s.ok()) throw std::runtime_error(s.message());
 template <class Unused = void>  // a template: only a call compiles the instances
-Status compress(const CompressParams& p, cudaStream_t stream) {
+Status compress(const CompressParams& p, cudaStream_t stream, const LaunchOptions& options = {}) {
   Status s = compress_can_implement(p);
   if (!s.ok() || p.num_tokens == 0) return s;
   return dispatch_ratio(p.ratio, [&](auto ratio) {
     return dispatch_head_dim(p.head_dim, [&](auto head_dim) {
       return dispatch_dtype(p.dtype, [&](auto element) {
         return launch_compress<decltype(ratio)::value, decltype(head_dim)::value,
-                               decltype(element)>(p, stream);
+                               decltype(element)>(p, stream, options);
       });
     });
   });

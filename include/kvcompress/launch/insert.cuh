@@ -16,7 +16,7 @@ namespace kvc {
 /// type (examples/03_custom_layout), `p.record.layout` is then ignored. Validates like
 /// kvc::insert.
 template <int Ratio, int HeadDim, class Layout>
-Status launch_insert(const InsertParams& p, cudaStream_t stream) {
+Status launch_insert(const InsertParams& p, cudaStream_t stream, const LaunchOptions& options = {}) {
   Status s = detail::check_token_count(p.num_tokens);
   if (!s.ok() || p.num_tokens == 0) return s;
   if (p.ratio != Ratio || p.head_dim != HeadDim)
@@ -29,24 +29,26 @@ Status launch_insert(const InsertParams& p, cudaStream_t stream) {
   if (!s.ok()) return s;
   using Cfg = InsertConfig<Ratio, HeadDim>;
   const int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
-  insert_kernel<Ratio, HeadDim, Layout><<<static_cast<unsigned>(blocks), Cfg::kThreads, 0, stream>>>(p);
-  return detail::launch_status("insert_kernel");
+  return detail::launch_kernel("insert_kernel", insert_kernel<Ratio, HeadDim, Layout>,
+                               dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream,
+                               options, p);
 }
 
 /// Runs Op B (SPEC §2, vLLM's rope_quant_insert) on `stream`. Validates first and writes
-/// nothing when validation fails. Graph-capturable (no sync, no allocation).
+/// nothing when validation fails. Graph-capturable (no sync, no allocation). `options.pdl`:
+/// programmatic dependent launch (LaunchOptions).
 ///
 ///   kvc::InsertParams p;  /* latent, positions, record.{cos_sin, cache_slot, cache, layout} */
 ///   kvc::Status s = kvc::insert(p, stream);
 template <class Unused = void>  // a template: only a call compiles the instances
-Status insert(const InsertParams& p, cudaStream_t stream) {
+Status insert(const InsertParams& p, cudaStream_t stream, const LaunchOptions& options = {}) {
   Status s = insert_can_implement(p);
   if (!s.ok() || p.num_tokens == 0) return s;
   return dispatch_ratio(p.ratio, [&](auto ratio) {
     return dispatch_head_dim(p.head_dim, [&](auto head_dim) {
       constexpr int R = decltype(ratio)::value, D = decltype(head_dim)::value;
       return dispatch_layout<D>(p.record.layout, [&](auto layout) {
-        return launch_insert<R, D, decltype(layout)>(p, stream);
+        return launch_insert<R, D, decltype(layout)>(p, stream, options);
       });
     });
   });
@@ -54,7 +56,7 @@ Status insert(const InsertParams& p, cudaStream_t stream) {
 
 /// Launches the fused instance <Ratio, HeadDim, In, Layout> (any ratio, head dim, layout).
 template <int Ratio, int HeadDim, typename In, class Layout>
-Status launch_fused(const FusedParams& p, cudaStream_t stream) {
+Status launch_fused(const FusedParams& p, cudaStream_t stream, const LaunchOptions& options = {}) {
   const CompressParams& c = p.compress;
   Status s = detail::check_token_count(c.num_tokens);
   if (!s.ok() || c.num_tokens == 0) return s;
@@ -66,15 +68,16 @@ Status launch_fused(const FusedParams& p, cudaStream_t stream) {
   if (!s.ok()) return s;
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
   const int64_t blocks = (c.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
-  compress_kernel<Ratio, HeadDim, In, RecordEpilogue<Layout>>
-      <<<static_cast<unsigned>(blocks), Cfg::kThreads, 0, stream>>>(c, RecordEpilogue<Layout>{p.record});
-  return detail::launch_status("fused compress_kernel");
+  return detail::launch_kernel("fused compress_kernel",
+                               compress_kernel<Ratio, HeadDim, In, RecordEpilogue<Layout>>,
+                               dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream,
+                               options, c, RecordEpilogue<Layout>{p.record});
 }
 
 /// Runs the fused op (SPEC §3) on `stream`: Op A's outputs (latent optional) and Op B's
 /// records in one launch, bit-identical to Op A then Op B.
 template <class Unused = void>  // a template: only a call compiles the instances
-Status fused(const FusedParams& p, cudaStream_t stream) {
+Status fused(const FusedParams& p, cudaStream_t stream, const LaunchOptions& options = {}) {
   Status s = fused_can_implement(p);
   const CompressParams& c = p.compress;
   if (!s.ok() || c.num_tokens == 0) return s;
@@ -83,7 +86,7 @@ Status fused(const FusedParams& p, cudaStream_t stream) {
       constexpr int R = decltype(ratio)::value, D = decltype(head_dim)::value;
       return dispatch_dtype(c.dtype, [&](auto element) {
         return dispatch_layout<D>(p.record.layout, [&](auto layout) {
-          return launch_fused<R, D, decltype(element), decltype(layout)>(p, stream);
+          return launch_fused<R, D, decltype(element), decltype(layout)>(p, stream, options);
         });
       });
     });

@@ -1,0 +1,33 @@
+// kvcompress — programmatic dependent launch (PDL), the device side.
+//
+// A kernel launched with the programmatic-stream-serialization attribute (kvc::LaunchOptions
+// ::pdl) may start while the previous kernel of its stream is still running. Every
+// kvcompress kernel therefore calls wait_for_prior_grids() before its first global memory
+// access, read or write: it returns once the previous grid has completed and its writes are
+// visible. Without the attribute, or before sm_90, both calls do nothing.
+#pragma once
+
+#include "../config.hpp"
+
+namespace kvc {
+namespace arch {
+
+/// Blocks until every prerequisite grid has completed and its memory is visible
+/// (griddepcontrol.wait). Call before touching global memory a previous kernel may use.
+KVC_DEVICE void wait_for_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// Lets the next kernel of the stream, if launched with PDL, start its blocks now
+/// (griddepcontrol.launch_dependents). It still waits for this grid's completion before
+/// its own memory accesses, so this only moves its launch and prologue earlier.
+KVC_DEVICE void allow_dependent_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+}  // namespace arch
+}  // namespace kvc
