@@ -20,8 +20,11 @@ run device 200 "$bin/kvc_device_tests" --duration=true
 CS="compute-sanitizer --error-exitcode 99"
 # The sanitizers slow kernels 10-100x: the whole suite under memcheck, the shared-memory
 # kernels (every op, every ratio shape) under racecheck.
-run memcheck 180 $CS --tool memcheck "$bin/kvc_device_tests"
-run racecheck 150 $CS --tool racecheck "$bin/kvc_device_tests" \
+# Under a sanitizer PDL launches may run serialized; the PDL test then says so instead of
+# failing its negative control (KVC_TEST_PDL_SERIALIZED_OK).
+export KVC_TEST_PDL_SERIALIZED_OK=0
+KVC_TEST_PDL_SERIALIZED_OK=1 run memcheck 180 $CS --tool memcheck "$bin/kvc_device_tests"
+KVC_TEST_PDL_SERIALIZED_OK=1 run racecheck 150 $CS --tool racecheck "$bin/kvc_device_tests" \
   -tc="*fused*,*every compiled ratio*,*longer than the ring*,*Op B: every layout*"
 for ex in "$bin"/kvc_example_*; do
   [[ -x $ex ]] || continue
@@ -29,6 +32,16 @@ for ex in "$bin"/kvc_example_*; do
   timeout 60 "$ex" >"$out/$name.log" 2>&1
   result[$name]="rc=$? $(tail -n1 "$out/$name.log")"
 done
+if [[ ${KVC_TORCH_CHECK:-0} == 1 ]]; then
+  # examples/05_torch_op: a cold just-in-time build (timed), then its pytest on the GPU.
+  tdir=$(mktemp -d)
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  run torch_build 400 env KVC_TORCH_BUILD_DIR="$tdir" python3 -c \
+    "import sys,time; sys.path.insert(0,'$here/examples/05_torch_op'); import kvcompress_torch as k; t=time.time(); k.load(); print('torch op built in %.0f s' % (time.time()-t))"
+  result[torch_build]="${result[torch_build]} $(grep -o 'built in [0-9]* s' "$out/torch_build.log")"
+  run torch_test 300 env KVC_TORCH_BUILD_DIR="$tdir" python3 -m pytest -q -p no:cacheprovider "$here/examples/05_torch_op"
+  result[torch_test]="${result[torch_test]} $(tail -n1 "$out/torch_test.log")"
+fi
 if [[ -x "$bin/kvc_bench" ]]; then
   run bench 240 "$bin/kvc_bench" --out "$out"
   python3 "$(dirname "$0")/bench_report.py" "$out/bench.json" --commit "${KVC_COMMIT:-unknown}" \
@@ -38,6 +51,6 @@ fi
 echo
 echo "| step | result |"
 echo "|---|---|"
-for k in device memcheck racecheck bench $(printf '%s\n' "${!result[@]}" | grep kvc_example | sort); do
+for k in device memcheck racecheck torch_build torch_test bench $(printf '%s\n' "${!result[@]}" | grep kvc_example | sort); do
   [[ -n ${result[$k]:-} ]] && echo "| $k | ${result[$k]} |"
 done

@@ -8,9 +8,12 @@
 // two shapes chosen at compile time:
 //  - small ratios (R < 16): each warp owns R consecutive tokens — about one group — and
 //    pools the whole group itself, members loaded kBatch at a time with 16-byte loads;
-//  - large ratios (R >= 16): a window of 2 tokens per warp, and the whole block pools each
-//    group closing in it, every warp a slice of the members, merged through shared memory
-//    in a fixed tree, so a group of 128 rows is not serialized on one warp.
+//  - large ratios (R >= 16): the whole block pools each group closing in its window, every
+//    warp a slice of the members, merged through shared memory in a fixed tree, so a group
+//    of 128 rows is not serialized on one warp. The window is chosen at launch: 2 tokens
+//    per warp for small calls (decode: spread the ring copies over many blocks), R tokens
+//    for large ones (prefill: about one group per block, none that only plans).
+// The RMSNorm weight is staged in shared memory with the plans, off the critical path.
 // The pooled row stays in registers through RMSNorm to the epilogue (bf16 latent store, or
 // the fused op's cache record).
 //
@@ -59,9 +62,18 @@ struct CompressConfig {
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
   static constexpr int kBatch = largest_divisor(kMembersPerWarp, kBatchWanted);
   static_assert(kMembersPerWarp % kBatch == 0, "members per warp must be a multiple of the batch");
-  // Small ratios: one group per warp. Large ratios: a window of 2 tokens per warp, so a
-  // decode batch still spreads its ring copies and rare closings over many blocks.
-  static constexpr int kTokensPerBlock = kSplitGroup ? 2 * kWarps : Ratio * kWarps;
+  // Small ratios: one group per warp, a fixed window of Ratio * kWarps tokens. Large
+  // ratios: a window chosen at launch (tokens_per_block): 2 tokens per warp for small calls,
+  // so a decode batch spreads its ring copies and rare closings over many blocks; a whole
+  // group (Ratio tokens) for large calls, so most blocks pool a group instead of only
+  // planning tokens that close nothing.
+  static constexpr int kSmallWindow = kSplitGroup ? 2 * kWarps : Ratio * kWarps;
+  static constexpr int kMaxTokensPerBlock =
+      kSplitGroup ? (Ratio > kSmallWindow ? Ratio : kSmallWindow) : kSmallWindow;
+  /// The window the launch uses for a call of `num_tokens` tokens (<= kMaxTokensPerBlock).
+  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens) {
+    return kSplitGroup && num_tokens >= 16 * int64_t{Ratio} ? kMaxTokensPerBlock : kSmallWindow;
+  }
 
   /// Channel held by fragment element i of `lane` (vector v = i / kVecElems).
   KVC_HOST_DEVICE static constexpr int channel(int lane, int i) {
@@ -257,16 +269,16 @@ struct CompressWarp {
 
   using Row = RowFragment<HeadDim, E>;
 
-  /// RMSNorm of a pooled row held by one warp, rounded to bf16 (the latent row).
-  static KVC_DEVICE Row normalize(const CompressParams& p, const Array<float, N>& pooled,
-                                  int lane) {
+  /// RMSNorm of a pooled row held by one warp, rounded to bf16 (the latent row). The
+  /// weight comes from the block's shared-memory copy (load_weight).
+  static KVC_DEVICE Row normalize(const CompressParams& p, const uint16_t* weight_smem,
+                                  const Array<float, N>& pooled, int lane) {
     const float total = arch::group_sum<32>(RmsNorm<HeadDim>::sum_squares(pooled));
     const float inv_rms = RmsNorm<HeadDim>::inv_rms(total, p.eps);
     Array<uint16_t, N> weight;
     KVC_PRAGMA_UNROLL
     for (int v = 0; v < Cfg::kVecs; ++v) {
-      const Array<uint16_t, E> w = arch::load_readonly<E>(
-          reinterpret_cast<const uint16_t*>(p.weight) + Row::run_start(lane, v));
+      const Array<uint16_t, E> w = arch::load<E>(weight_smem + Row::run_start(lane, v));
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) weight[v * E + e] = w[e];
     }
@@ -289,6 +301,9 @@ struct CompressWarp {
     h.q0 = head.pos - Ratio + 1;
     h.count = head.chunk_start - h.q0;
     h.token = 0;
+    // Ring rows are position % capacity (SPEC §1): when the rows the head group reads and
+    // the whole chunk fit in the ring together, no store collides (every decode step).
+    if (h.count + (head.chunk_end - head.chunk_first) <= capacity) return;
     int hit_index = 0;
     for (int64_t base = head.tail_begin; base < head.chunk_end; base += 32) {
       const int64_t t = base + lane;
@@ -358,29 +373,37 @@ struct LatentEpilogue {
 
 /// Op A: one launch pools, normalises and stores the latent of every group closed in the
 /// batch and refreshes the ring (SPEC §1). The fused op is this kernel with an epilogue that
-/// also writes the cache record (fused_kernel.cuh). Launch with CompressConfig::kThreads threads and
-/// ceil(num_tokens / kTokensPerBlock) blocks; kvc::compress() does this after validation.
+/// also writes the cache record (fused_kernel.cuh). Launch with CompressConfig::kThreads
+/// threads, tokens_per_block = CompressConfig::tokens_per_block(num_tokens) and
+/// ceil(num_tokens / tokens_per_block) blocks; kvc::compress() does this after validation.
 template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue>
 __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
-    compress_kernel(const CompressParams p, const Epilogue epilogue) {
+    compress_kernel(const CompressParams p, const Epilogue epilogue, const int tokens_per_block) {
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
   using Warp = detail::CompressWarp<Ratio, HeadDim, In>;
   constexpr int N = Cfg::kChannels;
+  constexpr int E = Cfg::kVecElems;
+  // The warp path's window is fixed; the split path's is the launch's choice.
+  const int window_size = Cfg::kSplitGroup ? tokens_per_block : Cfg::kSmallWindow;
 
-  __shared__ detail::TokenPlan plans[Cfg::kTokensPerBlock];
-  __shared__ int32_t copy_token[Cfg::kTokensPerBlock];  // rows stored to the ring by the block
-  __shared__ int64_t copy_slot[Cfg::kTokensPerBlock];
+  __shared__ detail::TokenPlan plans[Cfg::kMaxTokensPerBlock];
+  __shared__ int32_t copy_token[Cfg::kMaxTokensPerBlock];  // rows stored to the ring by the block
+  __shared__ int64_t copy_slot[Cfg::kMaxTokensPerBlock];
   __shared__ int copy_count;
+  __shared__ __align__(16) uint16_t weight_smem[HeadDim];  // RMSNorm weight, loaded with the plans
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
-  const int64_t window = static_cast<int64_t>(blockIdx.x) * Cfg::kTokensPerBlock;
+  const int64_t window = static_cast<int64_t>(blockIdx.x) * window_size;
 
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
   arch::wait_for_prior_grids();
   arch::allow_dependent_grids();
   if (threadIdx.x == 0) copy_count = 0;
   __syncthreads();
-  for (int k = threadIdx.x; k < Cfg::kTokensPerBlock; k += Cfg::kThreads) {
+  for (int i = threadIdx.x; i < HeadDim / E; i += Cfg::kThreads)
+    arch::store<E>(weight_smem + i * E,
+                   arch::load_readonly<E>(reinterpret_cast<const uint16_t*>(p.weight) + i * E));
+  for (int k = threadIdx.x; k < window_size; k += Cfg::kThreads) {
     const int64_t t = window + k;
     const detail::TokenPlan tp = t < p.num_tokens ? detail::plan_token<Ratio>(p, t)
                                                   : detail::TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
@@ -410,7 +433,7 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
           const bool store_own = (tp.flags & detail::kStoresOwnRow) != 0;
           pooled = GatedPool<Ratio>::finish(Warp::pool_members(p, t, tp, 0, Ratio, store_own, lane));
         }
-        epilogue.template operator()<Ratio>(p, t, tp, Warp::normalize(p, pooled, lane));
+        epilogue.template operator()<Ratio>(p, t, tp, Warp::normalize(p, weight_smem, pooled, lane));
       }
       if constexpr (Ratio > 1) {
         if (tp.flags & detail::kIsHead) {
@@ -423,7 +446,7 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
     // The whole block pools each group; warp w takes members [w*M, (w+1)*M).
     constexpr int M = Cfg::kMembersPerWarp;
     __shared__ float merge_buf[Cfg::kWarps > 1 ? Cfg::kWarps / 2 : 1][3][HeadDim];
-    for (int k = 0; k < Cfg::kTokensPerBlock; ++k) {
+    for (int k = 0; k < window_size; ++k) {
       const detail::TokenPlan tp = plans[k];
       const int64_t t = window + k;
       if (tp.flags & detail::kCloses) {
@@ -457,7 +480,7 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
         }
         if (warp == 0)
           epilogue.template operator()<Ratio>(
-              p, t, tp, Warp::normalize(p, GatedPool<Ratio>::finish(state), lane));
+              p, t, tp, Warp::normalize(p, weight_smem, GatedPool<Ratio>::finish(state), lane));
         if (tp.flags & detail::kIsHead) Warp::deferred_stores(p, tp, lane, warp, Cfg::kWarps);
       }
     }

@@ -20,12 +20,17 @@ struct RecordEpilogue {
   KVC_DEVICE void operator()(const CompressParams& p, int64_t t, const detail::TokenPlan& tp,
                              const RowFragment<HeadDim, E>& row) const {
     LatentEpilogue{}.template operator()<Ratio>(p, t, tp, row);
+    // The slot and the angles are loaded together: the angles depend only on the position,
+    // so they need not wait for the slot (one memory round trip instead of two).
     const int64_t slot = record.cache_slot.load(t);
+    const int64_t rope_pos = (tp.pos / Ratio) * Ratio;
+    RopeAngles<HeadDim> angles{};
+    if (rope_pos < record.cos_sin_rows)
+      angles = detail::record_angles<Layout, RowFragment<HeadDim, E>>(record, row.lane, rope_pos);
     int64_t group_pos;
     if (detail::record_target<Ratio>(record, tp.pos, slot, group_pos)) {
       RowFragment<HeadDim, E> out = row;
       out.sanitize = record.sanitize;
-      const auto angles = detail::record_angles<Layout, RowFragment<HeadDim, E>>(record, row.lane, group_pos);
       detail::write_record<Layout>(record, out, slot, angles);
     }
   }

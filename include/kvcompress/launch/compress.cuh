@@ -43,10 +43,11 @@ Status launch_compress(const CompressParams& p, cudaStream_t stream,
   s = detail::compress_check_params(p);
   if (!s.ok()) return s;
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
-  const int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+  const int window = Cfg::tokens_per_block(p.num_tokens);
+  const int64_t blocks = (p.num_tokens + window - 1) / window;
   return detail::launch_kernel("compress_kernel", compress_kernel<Ratio, HeadDim, In, Epilogue>,
                                dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream,
-                               options, p, epilogue);
+                               options, p, epilogue, window);
 }
 
 /// Runs Op A (SPEC §1) on `stream`. Validates first and writes nothing when validation

@@ -67,11 +67,12 @@ Status launch_fused(const FusedParams& p, cudaStream_t stream, const LaunchOptio
   s = detail::compress_check_params(c, /*latent_optional=*/true);
   if (!s.ok()) return s;
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
-  const int64_t blocks = (c.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+  const int window = Cfg::tokens_per_block(c.num_tokens);
+  const int64_t blocks = (c.num_tokens + window - 1) / window;
   return detail::launch_kernel("fused compress_kernel",
                                compress_kernel<Ratio, HeadDim, In, RecordEpilogue<Layout>>,
                                dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream,
-                               options, c, RecordEpilogue<Layout>{p.record});
+                               options, c, RecordEpilogue<Layout>{p.record}, window);
 }
 
 /// Runs the fused op (SPEC §3) on `stream`: Op A's outputs (latent optional) and Op B's
