@@ -1,8 +1,8 @@
 // 05_torch_op — tensor checks and the translation of tensors into kvcompress params.
 //
-// Included by the three .cu files (one op each, so that ninja compiles the ~216 kernel
-// instances of the dispatching API in parallel). Only host-compilable kvcompress headers
-// here; each .cu includes the launch header it needs.
+// Included by the three .cu files (one op each, so that ninja compiles their kernel
+// instances in parallel). Only host-compilable kvcompress headers here; each .cu includes
+// the launch header it needs.
 //
 // Errors: a wrong dtype raises TypeError (TORCH_CHECK_TYPE), a wrong shape, stride, device
 // or value raises ValueError (TORCH_CHECK_VALUE), and a kvc::Status that is not ok raises
@@ -29,6 +29,10 @@
 namespace kvc_torch {
 
 inline constexpr int kRopeDim = 64;  // DeepSeek V4 / V4.1 rope dim (the host API's only one)
+// The only head dim this extension compiles: the V4.1 latent. The .cu files dispatch over
+// ratios, dtypes and layouts but not head dims, which keeps the cold build well under the
+// 3-minute budget (the library's kvc::compress/insert/fused would also compile 128 and 256).
+inline constexpr int kHeadDim = 512;
 
 /// "[a, b, c]" for messages.
 inline std::string shape_str(const at::Tensor& t) {
@@ -119,6 +123,9 @@ inline kvc::CompressParams compress_params(
   check_last_dim_contiguous(kv_score, op, "kv_score");
   const int64_t T = kv_score.size(0);
   const int64_t D = head_dim;
+  TORCH_CHECK_VALUE(D == kHeadDim, op, ": ", latent != nullptr ? "latent_out has shape " : "head dim ",
+                    latent != nullptr ? shape_str(*latent) : std::to_string(D),
+                    "; this extension is built for head dim ", kHeadDim, " (the V4.1 latent)");
   const int64_t width = ratio > 1 ? 2 * D : D;
   TORCH_CHECK_VALUE(kv_score.size(1) == width, op, ": kv_score has shape ", shape_str(kv_score),
                     "; compress_ratio ", ratio, " with head dim ", D, " needs [num_tokens, ", width,
@@ -207,6 +214,9 @@ inline int64_t cache_head_dim(const at::Tensor& kv_cache, const char* op) {
       return kvc::Fp8DsMlaLayout::kHeadDim;
     case at::kBFloat16:
     case at::kFloat8_e4m3fn:
+      TORCH_CHECK_VALUE(kv_cache.size(2) == kHeadDim, op, ": kv_cache has shape ",
+                        shape_str(kv_cache), "; this extension is built for rows of head dim ",
+                        kHeadDim, " (the V4.1 latent)");
       return kv_cache.size(2);
     default:
       TORCH_CHECK_TYPE(false, op, ": kv_cache dtype ", kv_cache.scalar_type(),

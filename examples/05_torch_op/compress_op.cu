@@ -1,6 +1,6 @@
-// 05_torch_op — fused_save_compress_norm (Op A, SPEC §1) through kvc::compress.
-// kvc::compress dispatches at run time, so this translation unit instantiates every Op A
-// kernel of the compiled lists (ratios x head dims x {fp32, bf16}).
+// 05_torch_op — fused_save_compress_norm (Op A, SPEC §1): validated by
+// kvc::compress_can_implement, then dispatched at run time over the compiled ratios and
+// {fp32, bf16} to kvc::launch_compress<R, 512, In> (16 kernels; head dim 512 only).
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -27,7 +27,15 @@ void fused_save_compress_norm(const at::Tensor& kv_score, const at::Tensor& posi
       op, kv_score, positions, state_cache, slot_mapping, query_start_loc, token_to_req_indices,
       rms_norm_weight, rms_norm_eps, ratio, /*head_dim=*/latent_out.size(1), &latent_out);
   const c10::cuda::CUDAGuard guard(kv_score.device());
-  throw_if_error(kvc::compress(p, at::cuda::getCurrentCUDAStream()), op);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  kvc::Status s = kvc::compress_can_implement(p);
+  if (s.ok())  // every compiled ratio and dtype, head dim 512 only (common.h)
+    s = kvc::dispatch_ratio(p.ratio, [&](auto r) {
+      return kvc::dispatch_dtype(p.dtype, [&](auto element) {
+        return kvc::launch_compress<decltype(r)::value, kHeadDim, decltype(element)>(p, stream);
+      });
+    });
+  throw_if_error(s, op);
 }
 
 }  // namespace kvc_torch

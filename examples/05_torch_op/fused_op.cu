@@ -1,7 +1,7 @@
-// 05_torch_op — fused_compress_insert (SPEC §3) through kvc::fused: Op A and Op B in one
-// launch, the record written from registers, the latent optional. kvc::fused dispatches at
-// run time: this translation unit instantiates every fused kernel of the compiled lists
-// (ratios x head dims x {fp32, bf16} x cache layouts), the largest of the three.
+// 05_torch_op — fused_compress_insert (SPEC §3): Op A and Op B in one launch, the record
+// written from registers, the latent optional. Validated by kvc::fused_can_implement, then
+// dispatched at run time over ratios x {fp32, bf16} x cache layouts to
+// kvc::launch_fused<R, 512, In, Layout> (48 kernels, the largest of the three files).
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -34,7 +34,18 @@ void fused_compress_insert(const at::Tensor& kv_score, const at::Tensor& positio
   p.record = record_args(op, cos_sin_cache, kv_cache, kv_slot_mapping, "kv_slot_mapping",
                          fp8_scale, kv_score.size(0), kv_score.device());
   const c10::cuda::CUDAGuard guard(kv_score.device());
-  throw_if_error(kvc::fused(p, at::cuda::getCurrentCUDAStream()), op);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  kvc::Status s = kvc::fused_can_implement(p);
+  if (s.ok())  // every compiled ratio, dtype and cache layout, head dim 512 only (common.h)
+    s = kvc::dispatch_ratio(p.compress.ratio, [&](auto r) {
+      return kvc::dispatch_dtype(p.compress.dtype, [&](auto element) {
+        return kvc::dispatch_layout<kHeadDim>(p.record.layout, [&](auto layout) {
+          return kvc::launch_fused<decltype(r)::value, kHeadDim, decltype(element),
+                                   decltype(layout)>(p, stream);
+        });
+      });
+    });
+  throw_if_error(s, op);
 }
 
 }  // namespace kvc_torch

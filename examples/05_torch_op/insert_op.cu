@@ -1,6 +1,6 @@
-// 05_torch_op — rope_quant_insert (Op B, SPEC §2) through kvc::insert.
-// kvc::insert dispatches at run time: this translation unit instantiates every Op B kernel
-// of the compiled lists (ratios x head dims x cache layouts).
+// 05_torch_op — rope_quant_insert (Op B, SPEC §2): validated by kvc::insert_can_implement,
+// then dispatched at run time over the compiled ratios and the three cache layouts to
+// kvc::launch_insert<R, 512, Layout> (24 kernels; head dim 512 only).
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -39,7 +39,15 @@ void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
   p.record = record_args(op, cos_sin_cache, kv_cache, slot_mapping, "slot_mapping", fp8_scale, T,
                          device);
   const c10::cuda::CUDAGuard guard(device);
-  throw_if_error(kvc::insert(p, at::cuda::getCurrentCUDAStream()), op);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  kvc::Status s = kvc::insert_can_implement(p);
+  if (s.ok())  // every compiled ratio and cache layout, head dim 512 only (common.h)
+    s = kvc::dispatch_ratio(p.ratio, [&](auto r) {
+      return kvc::dispatch_layout<kHeadDim>(p.record.layout, [&](auto layout) {
+        return kvc::launch_insert<decltype(r)::value, kHeadDim, decltype(layout)>(p, stream);
+      });
+    });
+  throw_if_error(s, op);
 }
 
 }  // namespace kvc_torch

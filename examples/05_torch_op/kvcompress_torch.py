@@ -34,7 +34,7 @@ from typing import Optional
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 INCLUDE = REPO / "include"
-# One op per translation unit: the dispatching API instantiates ~216 kernels in all, and
+# One op per translation unit (88 kernel instances in all, head dim 512 only), so that
 # ninja compiles the three .cu files in parallel.
 SOURCES = ["bindings.cpp", "compress_op.cu", "insert_op.cu", "fused_op.cu"]
 EXTENSION_NAME = "kvcompress_torch_ops"

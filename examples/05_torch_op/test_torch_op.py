@@ -598,7 +598,7 @@ def test_insert_bad_arguments(small):
         (dict(kv_cache=fp8.tensor), r"fp8_scale .* is required"),
         (dict(kv_cache=fp8.tensor, fp8_scale=fp8.scale.double()), r"fp8_scale must be"),
         (dict(kv_cache=fp8.tensor, fp8_scale=fp8.scale.cpu()), r"fp8_scale must be a CUDA"),
-        (dict(kv_cache=fp8.tensor[:, :, :256]), r"latent has shape"),
+        (dict(kv_cache=fp8.tensor[:, :, :256]), r"built for rows of head dim 512"),
         (dict(slot_mapping=slots.int().float()), r"slot_mapping must be int64 or int32"),
         (dict(positions=pos[:4]), r"positions has 4 elements"),
         (dict(compress_ratio=0), r"compress_ratio 0 must be >= 1"),
