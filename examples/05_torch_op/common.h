@@ -123,13 +123,14 @@ inline kvc::CompressParams compress_params(
   check_last_dim_contiguous(kv_score, op, "kv_score");
   const int64_t T = kv_score.size(0);
   const int64_t D = head_dim;
-  TORCH_CHECK_VALUE(D == kHeadDim, op, ": ", latent != nullptr ? "latent_out has shape " : "head dim ",
-                    latent != nullptr ? shape_str(*latent) : std::to_string(D),
-                    "; this extension is built for head dim ", kHeadDim, " (the V4.1 latent)");
+  const std::string what_d =
+      latent != nullptr ? "latent_out has shape " + shape_str(*latent) : "head dim " + std::to_string(D);
+  TORCH_CHECK_VALUE(D == kHeadDim, op, ": ", what_d, "; this extension is built for head dim ",
+                    kHeadDim, " (the V4.1 latent)");
   const int64_t width = ratio > 1 ? 2 * D : D;
   TORCH_CHECK_VALUE(kv_score.size(1) == width, op, ": kv_score has shape ", shape_str(kv_score),
                     "; compress_ratio ", ratio, " with head dim ", D, " needs [num_tokens, ", width,
-                    "]", ratio > 1 ? " (kv then score)" : " (kv only)");
+                    "]", std::string(ratio > 1 ? " (kv then score)" : " (kv only)"));
   const bool fp32 = kv_score.scalar_type() == at::kFloat;
 
   kvc::CompressParams p;
