@@ -25,7 +25,7 @@ CS="compute-sanitizer --error-exitcode 99"
 export KVC_TEST_PDL_SERIALIZED_OK=0
 KVC_TEST_PDL_SERIALIZED_OK=1 run memcheck 180 $CS --tool memcheck "$bin/kvc_device_tests"
 KVC_TEST_PDL_SERIALIZED_OK=1 run racecheck 150 $CS --tool racecheck "$bin/kvc_device_tests" \
-  -tc="*fused*,*every compiled ratio*,*longer than the ring*,*Op B: every layout*"
+  -tc="*fused*,*every compiled ratio*,*longer than the ring*,*Op B: every layout*,*persistent*"
 for ex in "$bin"/kvc_example_*; do
   [[ -x $ex ]] || continue
   name=$(basename "$ex")

@@ -88,6 +88,24 @@ TEST_CASE("Op A: every compiled ratio and head dim, padded strides") {
     }
 }
 
+TEST_CASE("Op A: split groups with the launch's large window (calls of >= 16 R tokens)") {
+  // CompressConfig::tokens_per_block switches ratios >= 16 from 2 tokens per warp to
+  // R-token windows at 16 R tokens: chunks at odd and even starts, one longer than the
+  // ring (its head group's rows are overwritten by the same call), decode requests mixed in.
+  std::mt19937_64 rng(14);
+  for (int ratio : {16, 32, 64, 128}) {
+    const int C = kvc::ring_capacity(ratio, 1);
+    BatchShape s = shape_of(ratio, 512, {{8 * ratio + 3, 5 * ratio + 7}, {3 * C + 5, 2 * ratio + 1},
+                                         {5 * ratio, 0}, {2, 3 * ratio - 1}, {1, 77}},
+                            2);
+    s.capacity = C;
+    Batch b = kvctest::make_batch(rng, s);
+    REQUIRE(b.num_tokens() >= 16 * ratio);
+    for (bool bf16 : {false, true})
+      run_batch(Batch(b), Variant{bf16, ratio == 64}, rng, "large window R=" + std::to_string(ratio));
+  }
+}
+
 TEST_CASE("Op A: chunks longer than the ring overwrite rows the head group still reads") {
   std::mt19937_64 rng(13);
   for (int ratio : {2, 4, 8, 16, 128}) {

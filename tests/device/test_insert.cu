@@ -173,6 +173,21 @@ TEST_CASE("Op B: every layout, ratio, rope style, table dtype and index type aga
       }
 }
 
+TEST_CASE("Op B: more windows than resident blocks (persistent blocks loop, index prefetch)") {
+  // kvc::insert launches at most one wave of blocks (about 4 per SM); with 40000 tokens
+  // each block loops over ~10 windows (8 * R tokens each), reusing its shared buffers.
+  uint64_t seed = 1500;
+  for (int ratio : {1, 2})
+    for (auto layout : {kvc::CacheLayout::kFp8DsMla, kvc::CacheLayout::kBf16Rows}) {
+      InsertCase c;
+      c.layout = layout;
+      c.ratio = ratio;
+      c.tokens = 40000;
+      c.limit_pages = ratio == 2;
+      run_case(c, seed++);
+    }
+}
+
 TEST_CASE("Op B: head dims 128 and 256 in the row layouts") {
   uint64_t seed = 2000;
   for (int head_dim : {128, 256})
