@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU check of a build: device tests, then compute-sanitizer memcheck and racecheck, then
-# (when present) the benchmark; prints a short table last. Used on the lent GPU machine:
+# GPU check of a build: device tests, the examples, the benchmark (when present), the torch
+# op (KVC_TORCH_CHECK=1: cold JIT build, timed, and its pytest), then compute-sanitizer memcheck and racecheck; prints a short
+# table last. Used on the lent GPU machine:
 #   scripts/device_check.sh <dir holding kvc_device_tests [kvc_bench]> [out_dir]
 set -uo pipefail
 bin=${1:?usage: device_check.sh BIN_DIR [OUT_DIR]}
@@ -17,21 +18,18 @@ run() {  # name, seconds, command...
   tail -n 12 "$out/$name.log"
 }
 run device 200 "$bin/kvc_device_tests" --duration=true
-CS="compute-sanitizer --error-exitcode 99"
-# The sanitizers slow kernels 10-100x: the whole suite under memcheck, the shared-memory
-# kernels (every op, every ratio shape) under racecheck.
-# Under a sanitizer PDL launches may run serialized; the PDL test then says so instead of
-# failing its negative control (KVC_TEST_PDL_SERIALIZED_OK).
-export KVC_TEST_PDL_SERIALIZED_OK=0
-KVC_TEST_PDL_SERIALIZED_OK=1 run memcheck 180 $CS --tool memcheck "$bin/kvc_device_tests"
-KVC_TEST_PDL_SERIALIZED_OK=1 run racecheck 150 $CS --tool racecheck "$bin/kvc_device_tests" \
-  -tc="*fused*,*every compiled ratio*,*longer than the ring*,*Op B: every layout*,*persistent*"
 for ex in "$bin"/kvc_example_*; do
   [[ -x $ex ]] || continue
   name=$(basename "$ex")
   timeout 60 "$ex" >"$out/$name.log" 2>&1
   result[$name]="rc=$? $(tail -n1 "$out/$name.log")"
 done
+if [[ -x "$bin/kvc_bench" ]]; then
+  run bench 240 "$bin/kvc_bench" --out "$out"
+  python3 "$(dirname "$0")/bench_report.py" "$out/bench.json" --commit "${KVC_COMMIT:-unknown}" \
+    --results "$out/RESULTS.md" --plot "$out/bench.png" >>"$out/bench.log" 2>&1
+  sed -n '/## Targets/,/## All/p' "$out/RESULTS.md"
+fi
 if [[ ${KVC_TORCH_CHECK:-0} == 1 ]]; then
   # examples/05_torch_op: a cold just-in-time build (timed), then its pytest on the GPU.
   tdir=$(mktemp -d)
@@ -42,12 +40,15 @@ if [[ ${KVC_TORCH_CHECK:-0} == 1 ]]; then
   run torch_test 300 env KVC_TORCH_BUILD_DIR="$tdir" python3 -m pytest -q -p no:cacheprovider "$here/examples/05_torch_op"
   result[torch_test]="${result[torch_test]} $(tail -n1 "$out/torch_test.log")"
 fi
-if [[ -x "$bin/kvc_bench" ]]; then
-  run bench 240 "$bin/kvc_bench" --out "$out"
-  python3 "$(dirname "$0")/bench_report.py" "$out/bench.json" --commit "${KVC_COMMIT:-unknown}" \
-    --results "$out/RESULTS.md" --plot "$out/bench.png" >>"$out/bench.log" 2>&1
-  sed -n '/## Targets/,/## All/p' "$out/RESULTS.md"
-fi
+CS="compute-sanitizer --error-exitcode 99"
+# The sanitizers slow kernels 10-100x: the whole suite under memcheck, the shared-memory
+# kernels (every op, every ratio shape) under racecheck.
+# Under a sanitizer PDL launches may run serialized; the PDL test then says so instead of
+# failing its negative control (KVC_TEST_PDL_SERIALIZED_OK).
+export KVC_TEST_PDL_SERIALIZED_OK=0
+KVC_TEST_PDL_SERIALIZED_OK=1 run memcheck 180 $CS --tool memcheck "$bin/kvc_device_tests"
+KVC_TEST_PDL_SERIALIZED_OK=1 run racecheck 150 $CS --tool racecheck "$bin/kvc_device_tests" \
+  -tc="*fused*,*every compiled ratio*,*longer than the ring*,*Op B: every layout*,*persistent*"
 echo
 echo "| step | result |"
 echo "|---|---|"
