@@ -28,6 +28,37 @@
 
 namespace kvc_torch {
 
+// Messages are built here with std::to_string and passed to TORCH_CHECK_* as one C string.
+// Streaming numbers through c10::str's std::ostream crashed (SIGSEGV in
+// basic_ostream::_M_insert<long>) in this extension on the lent H200's image, with the
+// JIT build's compiler and torch 2.11; building the string first avoids the stream.
+inline std::string piece(const char* s) { return s; }
+inline std::string piece(const std::string& s) { return s; }
+inline std::string piece(int v) { return std::to_string(v); }
+inline std::string piece(long v) { return std::to_string(v); }
+inline std::string piece(long long v) { return std::to_string(v); }
+inline std::string piece(double v) { return std::to_string(v); }
+inline std::string piece(at::ScalarType t) { return c10::toString(t); }
+inline std::string piece(const c10::Device& d) { return d.str(); }
+inline std::string piece(c10::IntArrayRef a) {
+  std::string s = "[";
+  for (size_t i = 0; i < a.size(); ++i) s += (i ? ", " : "") + std::to_string(a[i]);
+  return s + "]";
+}
+template <class... Parts>
+std::string cat(const Parts&... parts) {
+  std::string s;
+  ((s += piece(parts)), ...);
+  return s;
+}
+}  // namespace kvc_torch
+
+#define KVC_TORCH_CHECK_VALUE(cond, ...) TORCH_CHECK_VALUE(cond, ::kvc_torch::cat(__VA_ARGS__).c_str())
+#define KVC_TORCH_CHECK_TYPE(cond, ...) TORCH_CHECK_TYPE(cond, ::kvc_torch::cat(__VA_ARGS__).c_str())
+#define KVC_TORCH_CHECK(cond, ...) TORCH_CHECK(cond, ::kvc_torch::cat(__VA_ARGS__).c_str())
+
+namespace kvc_torch {
+
 inline constexpr int kRopeDim = 64;  // DeepSeek V4 / V4.1 rope dim (the host API's only one)
 // The only head dim this extension compiles: the V4.1 latent. The .cu files dispatch over
 // ratios, dtypes and layouts but not head dims, which keeps the cold build well under the
@@ -44,35 +75,35 @@ inline std::string shape_str(const at::Tensor& t) {
 /// Raises on a kvcompress Status that is not ok, carrying its message.
 inline void throw_if_error(const kvc::Status& s, const char* op) {
   if (s.ok()) return;
-  if (s.code() == kvc::StatusCode::kCudaError) TORCH_CHECK(false, op, ": kvcompress: ", s.message());
-  TORCH_CHECK_VALUE(false, op, ": kvcompress: ", s.message());
+  if (s.code() == kvc::StatusCode::kCudaError) KVC_TORCH_CHECK(false, op, ": kvcompress: ", s.message());
+  KVC_TORCH_CHECK_VALUE(false, op, ": kvcompress: ", s.message());
 }
 
 /// `t` is a defined CUDA tensor on `device` (the device of the op's first tensor).
 inline void check_device(const at::Tensor& t, const char* op, const char* name,
                          const at::Device& device) {
-  TORCH_CHECK_VALUE(t.defined(), op, ": ", name, " is undefined");
-  TORCH_CHECK_VALUE(t.is_cuda(), op, ": ", name, " must be a CUDA tensor, got one on ",
+  KVC_TORCH_CHECK_VALUE(t.defined(), op, ": ", name, " is undefined");
+  KVC_TORCH_CHECK_VALUE(t.is_cuda(), op, ": ", name, " must be a CUDA tensor, got one on ",
                     t.device());
-  TORCH_CHECK_VALUE(t.device() == device, op, ": ", name, " is on ", t.device(),
+  KVC_TORCH_CHECK_VALUE(t.device() == device, op, ": ", name, " is on ", t.device(),
                     ", the other tensors on ", device);
 }
 
 inline void check_dim(const at::Tensor& t, const char* op, const char* name, int64_t dim,
                       const char* expected) {
-  TORCH_CHECK_VALUE(t.dim() == dim, op, ": ", name, " must be ", expected, ", got shape ",
+  KVC_TORCH_CHECK_VALUE(t.dim() == dim, op, ": ", name, " must be ", expected, ", got shape ",
                     shape_str(t));
 }
 
 /// The last dim is contiguous (stride 1), as the kernels read rows with vector loads.
 inline void check_last_dim_contiguous(const at::Tensor& t, const char* op, const char* name) {
-  TORCH_CHECK_VALUE(t.dim() == 0 || t.size(-1) <= 1 || t.stride(-1) == 1, op, ": ", name,
+  KVC_TORCH_CHECK_VALUE(t.dim() == 0 || t.size(-1) <= 1 || t.stride(-1) == 1, op, ": ", name,
                     " must be contiguous in its last dim, got strides ", t.strides());
 }
 
 inline void check_dtype(const at::Tensor& t, const char* op, const char* name,
                         at::ScalarType want) {
-  TORCH_CHECK_TYPE(t.scalar_type() == want, op, ": ", name, " must be ", want, ", got ",
+  KVC_TORCH_CHECK_TYPE(t.scalar_type() == want, op, ": ", name, " must be ", want, ", got ",
                    t.scalar_type());
 }
 
@@ -80,10 +111,10 @@ inline void check_dtype(const at::Tensor& t, const char* op, const char* name,
 inline kvc::IndexPtr index_tensor(const at::Tensor& t, const char* op, const char* name,
                                   int64_t n, const at::Device& device) {
   check_device(t, op, name, device);
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, op, ": ", name,
+  KVC_TORCH_CHECK_TYPE(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, op, ": ", name,
                    " must be int64 or int32, got ", t.scalar_type());
   check_dim(t, op, name, 1, "1-D");
-  TORCH_CHECK_VALUE(t.size(0) == n, op, ": ", name, " has ", t.size(0), " elements, expected ",
+  KVC_TORCH_CHECK_VALUE(t.size(0) == n, op, ": ", name, " has ", t.size(0), " elements, expected ",
                     n, " (one per token)");
   check_last_dim_contiguous(t, op, name);
   return kvc::IndexPtr{t.data_ptr(),
@@ -101,7 +132,7 @@ inline const int32_t* int32_tensor(const at::Tensor& t, const char* op, const ch
 }
 
 inline int ratio_of(int64_t compress_ratio, const char* op) {
-  TORCH_CHECK_VALUE(compress_ratio >= 1 && compress_ratio <= (1 << 20), op, ": compress_ratio ",
+  KVC_TORCH_CHECK_VALUE(compress_ratio >= 1 && compress_ratio <= (1 << 20), op, ": compress_ratio ",
                     compress_ratio, " must be >= 1");
   return static_cast<int>(compress_ratio);
 }
@@ -114,10 +145,10 @@ inline kvc::CompressParams compress_params(
     const std::optional<at::Tensor>& query_start_loc,
     const std::optional<at::Tensor>& token_to_req_indices, const at::Tensor& rms_norm_weight,
     double rms_norm_eps, int ratio, int64_t head_dim, const at::Tensor* latent) {
-  TORCH_CHECK_VALUE(kv_score.defined(), op, ": kv_score is undefined");
+  KVC_TORCH_CHECK_VALUE(kv_score.defined(), op, ": kv_score is undefined");
   const at::Device device = kv_score.device();
   check_device(kv_score, op, "kv_score", device);
-  TORCH_CHECK_TYPE(kv_score.scalar_type() == at::kFloat || kv_score.scalar_type() == at::kBFloat16,
+  KVC_TORCH_CHECK_TYPE(kv_score.scalar_type() == at::kFloat || kv_score.scalar_type() == at::kBFloat16,
                    op, ": kv_score must be float32 or bfloat16, got ", kv_score.scalar_type());
   check_dim(kv_score, op, "kv_score", 2, "2-D [num_tokens, 2 * head_dim] (or [num_tokens, head_dim] at compress_ratio 1)");
   check_last_dim_contiguous(kv_score, op, "kv_score");
@@ -125,10 +156,10 @@ inline kvc::CompressParams compress_params(
   const int64_t D = head_dim;
   const std::string what_d =
       latent != nullptr ? "latent_out has shape " + shape_str(*latent) : "head dim " + std::to_string(D);
-  TORCH_CHECK_VALUE(D == kHeadDim, op, ": ", what_d, "; this extension is built for head dim ",
+  KVC_TORCH_CHECK_VALUE(D == kHeadDim, op, ": ", what_d, "; this extension is built for head dim ",
                     kHeadDim, " (the V4.1 latent)");
   const int64_t width = ratio > 1 ? 2 * D : D;
-  TORCH_CHECK_VALUE(kv_score.size(1) == width, op, ": kv_score has shape ", shape_str(kv_score),
+  KVC_TORCH_CHECK_VALUE(kv_score.size(1) == width, op, ": kv_score has shape ", shape_str(kv_score),
                     "; compress_ratio ", ratio, " with head dim ", D, " needs [num_tokens, ", width,
                     "]", std::string(ratio > 1 ? " (kv then score)" : " (kv only)"));
   const bool fp32 = kv_score.scalar_type() == at::kFloat;
@@ -146,11 +177,11 @@ inline kvc::CompressParams compress_params(
   check_device(rms_norm_weight, op, "rms_norm_weight", device);
   check_dtype(rms_norm_weight, op, "rms_norm_weight", at::kBFloat16);
   check_dim(rms_norm_weight, op, "rms_norm_weight", 1, "1-D [head_dim]");
-  TORCH_CHECK_VALUE(rms_norm_weight.size(0) == D, op, ": rms_norm_weight has ",
+  KVC_TORCH_CHECK_VALUE(rms_norm_weight.size(0) == D, op, ": rms_norm_weight has ",
                     rms_norm_weight.size(0), " elements, expected head dim ", D);
   check_last_dim_contiguous(rms_norm_weight, op, "rms_norm_weight");
   p.weight = static_cast<const kvc::bf16_t*>(rms_norm_weight.data_ptr());
-  TORCH_CHECK_VALUE(std::isfinite(rms_norm_eps) && rms_norm_eps >= 0.0 &&
+  KVC_TORCH_CHECK_VALUE(std::isfinite(rms_norm_eps) && rms_norm_eps >= 0.0 &&
                         rms_norm_eps <= std::numeric_limits<float>::max(),
                     op, ": rms_norm_eps ", rms_norm_eps, " must be finite and >= 0");
   p.eps = static_cast<float>(rms_norm_eps);
@@ -159,7 +190,7 @@ inline kvc::CompressParams compress_params(
     check_device(*latent, op, "latent_out", device);
     check_dtype(*latent, op, "latent_out", at::kBFloat16);
     check_dim(*latent, op, "latent_out", 2, "2-D [num_tokens, head_dim]");
-    TORCH_CHECK_VALUE(latent->size(0) == T && latent->size(1) == D, op, ": latent_out has shape ",
+    KVC_TORCH_CHECK_VALUE(latent->size(0) == T && latent->size(1) == D, op, ": latent_out has shape ",
                       shape_str(*latent), ", expected [", T, ", ", D, "]");
     check_last_dim_contiguous(*latent, op, "latent_out");
     p.latent = static_cast<kvc::bf16_t*>(latent->data_ptr());
@@ -167,24 +198,24 @@ inline kvc::CompressParams compress_params(
   }
 
   if (ratio > 1) {
-    TORCH_CHECK_VALUE(state_cache.has_value() && state_cache->defined(), op,
+    KVC_TORCH_CHECK_VALUE(state_cache.has_value() && state_cache->defined(), op,
                       ": state_cache is required when compress_ratio > 1");
-    TORCH_CHECK_VALUE(query_start_loc.has_value() && query_start_loc->defined(), op,
+    KVC_TORCH_CHECK_VALUE(query_start_loc.has_value() && query_start_loc->defined(), op,
                       ": query_start_loc is required when compress_ratio > 1");
-    TORCH_CHECK_VALUE(token_to_req_indices.has_value() && token_to_req_indices->defined(), op,
+    KVC_TORCH_CHECK_VALUE(token_to_req_indices.has_value() && token_to_req_indices->defined(), op,
                       ": token_to_req_indices is required when compress_ratio > 1");
     const at::Tensor& ring = *state_cache;
     check_device(ring, op, "state_cache", device);
-    TORCH_CHECK_TYPE(ring.scalar_type() == kv_score.scalar_type(), op, ": state_cache must have ",
+    KVC_TORCH_CHECK_TYPE(ring.scalar_type() == kv_score.scalar_type(), op, ": state_cache must have ",
                      "kv_score's dtype ", kv_score.scalar_type(), ", got ", ring.scalar_type());
     check_dim(ring, op, "state_cache", 3, "3-D [num_blocks, capacity, 2 * head_dim]");
-    TORCH_CHECK_VALUE(ring.size(2) == 2 * D, op, ": state_cache has shape ", shape_str(ring),
+    KVC_TORCH_CHECK_VALUE(ring.size(2) == 2 * D, op, ": state_cache has shape ", shape_str(ring),
                       ", its rows must hold 2 * head_dim = ", 2 * D, " values");
-    TORCH_CHECK_VALUE(ring.size(0) >= 1 && ring.size(1) >= 1, op, ": state_cache has shape ",
+    KVC_TORCH_CHECK_VALUE(ring.size(0) >= 1 && ring.size(1) >= 1, op, ": state_cache has shape ",
                       shape_str(ring), ": it needs at least one block of at least one row");
     check_last_dim_contiguous(ring, op, "state_cache");
     const int64_t capacity = ring.size(1);
-    TORCH_CHECK_VALUE(capacity <= std::numeric_limits<int>::max(), op,
+    KVC_TORCH_CHECK_VALUE(capacity <= std::numeric_limits<int>::max(), op,
                       ": state_cache capacity ", capacity, " is too large");
     const int64_t row_stride = capacity == 1 ? 2 * D : ring.stride(1);
     const int64_t page_stride = ring.size(0) == 1 ? capacity * row_stride : ring.stride(0);
@@ -193,10 +224,10 @@ inline kvc::CompressParams compress_params(
 
     p.qsl = int32_tensor(*query_start_loc, op, "query_start_loc", device);
     p.qsl_size = query_start_loc->size(0);
-    TORCH_CHECK_VALUE(p.qsl_size >= 2, op, ": query_start_loc has ", p.qsl_size,
+    KVC_TORCH_CHECK_VALUE(p.qsl_size >= 2, op, ": query_start_loc has ", p.qsl_size,
                       " elements, expected num_reqs + 1 >= 2");
     p.req = int32_tensor(*token_to_req_indices, op, "token_to_req_indices", device);
-    TORCH_CHECK_VALUE(token_to_req_indices->size(0) == T, op, ": token_to_req_indices has ",
+    KVC_TORCH_CHECK_VALUE(token_to_req_indices->size(0) == T, op, ": token_to_req_indices has ",
                       token_to_req_indices->size(0), " elements, expected ", T, " (one per token)");
   }
   return p;
@@ -204,23 +235,23 @@ inline kvc::CompressParams compress_params(
 
 /// Head dim a cache tensor holds, and which layout its dtype selects.
 inline int64_t cache_head_dim(const at::Tensor& kv_cache, const char* op) {
-  TORCH_CHECK_VALUE(kv_cache.defined(), op, ": kv_cache is undefined");
+  KVC_TORCH_CHECK_VALUE(kv_cache.defined(), op, ": kv_cache is undefined");
   check_dim(kv_cache, op, "kv_cache", 3,
             "3-D: uint8 [pages, block_size, 584], bfloat16 or float8_e4m3fn [pages, block_size, 512]");
   switch (kv_cache.scalar_type()) {
     case at::kByte:
-      TORCH_CHECK_VALUE(kv_cache.size(2) == kvc::Fp8DsMlaLayout::kRecordBytes, op,
+      KVC_TORCH_CHECK_VALUE(kv_cache.size(2) == kvc::Fp8DsMlaLayout::kRecordBytes, op,
                         ": a uint8 kv_cache is the fp8_ds_mla layout [pages, block_size, ",
                         kvc::Fp8DsMlaLayout::kRecordBytes, "], got shape ", shape_str(kv_cache));
       return kvc::Fp8DsMlaLayout::kHeadDim;
     case at::kBFloat16:
     case at::kFloat8_e4m3fn:
-      TORCH_CHECK_VALUE(kv_cache.size(2) == kHeadDim, op, ": kv_cache has shape ",
+      KVC_TORCH_CHECK_VALUE(kv_cache.size(2) == kHeadDim, op, ": kv_cache has shape ",
                         shape_str(kv_cache), "; this extension is built for rows of head dim ",
                         kHeadDim, " (the V4.1 latent)");
       return kv_cache.size(2);
     default:
-      TORCH_CHECK_TYPE(false, op, ": kv_cache dtype ", kv_cache.scalar_type(),
+      KVC_TORCH_CHECK_TYPE(false, op, ": kv_cache dtype ", kv_cache.scalar_type(),
                        " is not supported: uint8 [pages, block_size, 584] (fp8_ds_mla), bfloat16 "
                        "[pages, block_size, 512] (bf16 rows) or float8_e4m3fn [pages, block_size, "
                        "512] (fp8 rows with fp8_scale)");
@@ -239,12 +270,12 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
   r.rope_style = kvc::RopeStyle::kGptJ;
 
   check_device(cos_sin_cache, op, "cos_sin_cache", device);
-  TORCH_CHECK_TYPE(cos_sin_cache.scalar_type() == at::kFloat ||
+  KVC_TORCH_CHECK_TYPE(cos_sin_cache.scalar_type() == at::kFloat ||
                        cos_sin_cache.scalar_type() == at::kBFloat16,
                    op, ": cos_sin_cache must be float32 or bfloat16, got ",
                    cos_sin_cache.scalar_type());
   check_dim(cos_sin_cache, op, "cos_sin_cache", 2, "2-D [max_position, 64]");
-  TORCH_CHECK_VALUE(cos_sin_cache.size(1) == kRopeDim, op, ": cos_sin_cache has shape ",
+  KVC_TORCH_CHECK_VALUE(cos_sin_cache.size(1) == kRopeDim, op, ": cos_sin_cache has shape ",
                     shape_str(cos_sin_cache), ", expected [max_position, ", kRopeDim,
                     "] (32 cos then 32 sin)");
   check_last_dim_contiguous(cos_sin_cache, op, "cos_sin_cache");
@@ -260,7 +291,7 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
   cache_head_dim(kv_cache, op);  // dtype / shape checks
   check_last_dim_contiguous(kv_cache, op, "kv_cache");
   const int64_t pages = kv_cache.size(0), block = kv_cache.size(1);
-  TORCH_CHECK_VALUE(block >= 1 && block <= std::numeric_limits<int>::max(), op,
+  KVC_TORCH_CHECK_VALUE(block >= 1 && block <= std::numeric_limits<int>::max(), op,
                     ": kv_cache has shape ", shape_str(kv_cache), ": block_size must be >= 1");
   const int64_t elem = kv_cache.element_size();
   const int64_t row_stride = (block == 1 ? kv_cache.size(2) : kv_cache.stride(1)) * elem;
@@ -275,7 +306,7 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
     case at::kByte:
       // The [pages, B, 584] view covers the page's B*576 value bytes and B*8 scale bytes
       // (page-segregated byte map, SPEC §2a); records must be packed inside the page.
-      TORCH_CHECK_VALUE(block == 1 || kv_cache.stride(1) == kvc::Fp8DsMlaLayout::kRecordBytes,
+      KVC_TORCH_CHECK_VALUE(block == 1 || kv_cache.stride(1) == kvc::Fp8DsMlaLayout::kRecordBytes,
                         op, ": a uint8 (fp8_ds_mla) kv_cache must be packed within a page "
                         "(stride(1) == 584), got strides ", kv_cache.strides());
       r.layout = kvc::CacheLayout::kFp8DsMla;
@@ -285,7 +316,7 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
       break;
     default:  // float8_e4m3fn (cache_head_dim rejected the rest)
       r.layout = kvc::CacheLayout::kFp8Rows;
-      TORCH_CHECK_VALUE(fp8_scale.has_value() && fp8_scale->defined(), op,
+      KVC_TORCH_CHECK_VALUE(fp8_scale.has_value() && fp8_scale->defined(), op,
                         ": fp8_scale (a 1-element float32 CUDA tensor) is required for a "
                         "float8_e4m3fn kv_cache");
       break;
@@ -294,7 +325,7 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
     const at::Tensor& scale = *fp8_scale;
     check_device(scale, op, "fp8_scale", device);
     check_dtype(scale, op, "fp8_scale", at::kFloat);
-    TORCH_CHECK_VALUE(scale.numel() == 1, op, ": fp8_scale must have one element, got shape ",
+    KVC_TORCH_CHECK_VALUE(scale.numel() == 1, op, ": fp8_scale must have one element, got shape ",
                       shape_str(scale));
     r.cache.scale = static_cast<const float*>(scale.data_ptr());
   }

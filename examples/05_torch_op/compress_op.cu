@@ -20,8 +20,8 @@ void fused_save_compress_norm(const at::Tensor& kv_score, const at::Tensor& posi
                               int64_t compress_ratio, const at::Tensor& latent_out) {
   constexpr const char* op = "fused_save_compress_norm";
   const int ratio = ratio_of(compress_ratio, op);
-  TORCH_CHECK_VALUE(latent_out.defined(), op, ": latent_out is undefined");
-  TORCH_CHECK_VALUE(latent_out.dim() == 2, op, ": latent_out must be 2-D [num_tokens, head_dim], got shape ",
+  KVC_TORCH_CHECK_VALUE(latent_out.defined(), op, ": latent_out is undefined");
+  KVC_TORCH_CHECK_VALUE(latent_out.dim() == 2, op, ": latent_out must be 2-D [num_tokens, head_dim], got shape ",
                     shape_str(latent_out));
   const kvc::CompressParams p = compress_params(
       op, kv_score, positions, state_cache, slot_mapping, query_start_loc, token_to_req_indices,

@@ -17,7 +17,7 @@ void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
                        const std::optional<at::Tensor>& fp8_scale) {
   constexpr const char* op = "rope_quant_insert";
   const int ratio = ratio_of(compress_ratio, op);
-  TORCH_CHECK_VALUE(latent.defined(), op, ": latent is undefined");
+  KVC_TORCH_CHECK_VALUE(latent.defined(), op, ": latent is undefined");
   const at::Device device = latent.device();
   check_device(latent, op, "latent", device);
   check_dtype(latent, op, "latent", at::kBFloat16);
@@ -25,7 +25,7 @@ void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
   check_last_dim_contiguous(latent, op, "latent");
   const int64_t T = latent.size(0);
   const int64_t D = cache_head_dim(kv_cache, op);
-  TORCH_CHECK_VALUE(latent.size(1) == D, op, ": latent has shape ", shape_str(latent),
+  KVC_TORCH_CHECK_VALUE(latent.size(1) == D, op, ": latent has shape ", shape_str(latent),
                     " but kv_cache ", shape_str(kv_cache), " (", kv_cache.scalar_type(),
                     ") holds rows of head dim ", D);
 

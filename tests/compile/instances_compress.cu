@@ -6,18 +6,15 @@ kvc::Status kvc_compile_tier_compress(const kvc::CompressParams& p, cudaStream_t
   return kvc::compress(p, stream);
 }
 
-// The launch's window choice (CompressConfig::tokens_per_block): the smem plan arrays hold
-// kMaxTokensPerBlock tokens; the warp path's window is fixed at Ratio * kWarps; split
-// groups take 2 tokens per warp for small calls and a whole group for large ones.
+// The launch's window choice (CompressConfig::tokens_per_block): within the shared-memory
+// plan arrays, the warp path's Ratio * kWarps, 2 tokens per warp for split groups.
 namespace {
 template <int R>
 constexpr bool window_ok() {
   using Cfg = kvc::CompressConfig<R, 512, float>;
   constexpr int small = Cfg::tokens_per_block(1), large = Cfg::tokens_per_block(int64_t{1} << 30);
   return small <= Cfg::kMaxTokensPerBlock && large <= Cfg::kMaxTokensPerBlock &&
-         (Cfg::kSplitGroup ? small == 2 * Cfg::kWarps && large == (R > small ? R : small)
-                           : small == R * Cfg::kWarps && large == small) &&
-         Cfg::tokens_per_block(16 * R - 1) == small;
+         small == (Cfg::kSplitGroup ? 2 * Cfg::kWarps : R * Cfg::kWarps);
 }
 static_assert(window_ok<1>() && window_ok<2>() && window_ok<4>() && window_ok<8>() &&
                   window_ok<16>() && window_ok<32>() && window_ok<64>() && window_ok<128>() &&

@@ -88,10 +88,9 @@ TEST_CASE("Op A: every compiled ratio and head dim, padded strides") {
     }
 }
 
-TEST_CASE("Op A: split groups with the launch's large window (calls of >= 16 R tokens)") {
-  // CompressConfig::tokens_per_block switches ratios >= 16 from 2 tokens per warp to
-  // R-token windows at 16 R tokens: chunks at odd and even starts, one longer than the
-  // ring (its head group's rows are overwritten by the same call), decode requests mixed in.
+TEST_CASE("Op A: split groups in calls of >= 16 R tokens") {
+  // Ratios >= 16 on calls of many groups: chunks at odd and even starts, one longer than
+  // the ring (its head group's rows are overwritten by the same call), decode requests mixed in.
   std::mt19937_64 rng(14);
   for (int ratio : {16, 32, 64, 128}) {
     const int C = kvc::ring_capacity(ratio, 1);
@@ -102,7 +101,7 @@ TEST_CASE("Op A: split groups with the launch's large window (calls of >= 16 R t
     Batch b = kvctest::make_batch(rng, s);
     REQUIRE(b.num_tokens() >= 16 * ratio);
     for (bool bf16 : {false, true})
-      run_batch(Batch(b), Variant{bf16, ratio == 64}, rng, "large window R=" + std::to_string(ratio));
+      run_batch(Batch(b), Variant{bf16, ratio == 64}, rng, "long call R=" + std::to_string(ratio));
   }
 }
 

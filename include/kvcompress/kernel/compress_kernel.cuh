@@ -10,9 +10,8 @@
 //    pools the whole group itself, members loaded kBatch at a time with 16-byte loads;
 //  - large ratios (R >= 16): the whole block pools each group closing in its window, every
 //    warp a slice of the members, merged through shared memory in a fixed tree, so a group
-//    of 128 rows is not serialized on one warp. The window is chosen at launch: 2 tokens
-//    per warp for small calls (decode: spread the ring copies over many blocks), R tokens
-//    for large ones (prefill: about one group per block, none that only plans).
+//    of 128 rows is not serialized on one warp. The window is 2 tokens per warp (a decode
+//    batch spreads its ring copies over many blocks).
 // The RMSNorm weight is staged in shared memory with the plans, off the critical path.
 // The pooled row stays in registers through RMSNorm to the epilogue (bf16 latent store, or
 // the fused op's cache record).
@@ -62,18 +61,15 @@ struct CompressConfig {
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
   static constexpr int kBatch = largest_divisor(kMembersPerWarp, kBatchWanted);
   static_assert(kMembersPerWarp % kBatch == 0, "members per warp must be a multiple of the batch");
-  // Small ratios: one group per warp, a fixed window of Ratio * kWarps tokens. Large
-  // ratios: a window chosen at launch (tokens_per_block): 2 tokens per warp for small calls,
-  // so a decode batch spreads its ring copies and rare closings over many blocks; a whole
-  // group (Ratio tokens) for large calls, so most blocks pool a group instead of only
-  // planning tokens that close nothing.
+  // Small ratios: one group per warp, a window of Ratio * kWarps tokens. Large ratios: 2
+  // tokens per warp, so a decode batch spreads its ring copies and rare closings over many
+  // blocks. The window is a launch argument (tokens_per_block <= kMaxTokensPerBlock); R-token
+  // windows for large split-group calls were measured and were slower (bench/NOTES.md 8),
+  // so every call uses kSmallWindow today.
   static constexpr int kSmallWindow = kSplitGroup ? 2 * kWarps : Ratio * kWarps;
-  static constexpr int kMaxTokensPerBlock =
-      kSplitGroup ? (Ratio > kSmallWindow ? Ratio : kSmallWindow) : kSmallWindow;
+  static constexpr int kMaxTokensPerBlock = kSmallWindow;
   /// The window the launch uses for a call of `num_tokens` tokens (<= kMaxTokensPerBlock).
-  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens) {
-    return kSplitGroup && num_tokens >= 16 * int64_t{Ratio} ? kMaxTokensPerBlock : kSmallWindow;
-  }
+  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t /*num_tokens*/) { return kSmallWindow; }
 
   /// Channel held by fragment element i of `lane` (vector v = i / kVecElems).
   KVC_HOST_DEVICE static constexpr int channel(int lane, int i) {

@@ -3,7 +3,6 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <string>
 
 #include "../kernel/fused_kernel.cuh"
@@ -29,10 +28,7 @@ Status launch_insert(const InsertParams& p, cudaStream_t stream, const LaunchOpt
   s = detail::insert_check_params(p);
   if (!s.ok()) return s;
   using Cfg = InsertConfig<Ratio, HeadDim>;
-  // Persistent blocks: one per window, but never more than fit on the GPU at once.
-  const int64_t windows = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
-  const int64_t resident = detail::resident_blocks(insert_kernel<Ratio, HeadDim, Layout>, Cfg::kThreads);
-  const int64_t blocks = resident > 0 ? std::min(windows, resident) : windows;
+  const int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
   return detail::launch_kernel("insert_kernel", insert_kernel<Ratio, HeadDim, Layout>,
                                dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream,
                                options, p);

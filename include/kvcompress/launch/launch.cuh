@@ -3,7 +3,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdint>
 #include <string>
 
 #include "../core/status.hpp"
@@ -28,28 +27,6 @@ inline bool device_supports_pdl() {
     return false;
   }
   return major >= 9;
-}
-
-/// How many blocks of `kernel` (launched with `threads` threads) the current device holds at
-/// once: SMs x resident blocks per SM (cached per kernel). For persistent kernels that loop
-/// over work; 0 when the runtime cannot tell (then launch one block per work item).
-template <class... KernelArgs>
-int64_t resident_blocks(void (*kernel)(KernelArgs...), int threads) {
-  static const int per_sm = [&] {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    return n;
-  }();
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return int64_t{sms} * per_sm;
 }
 
 /// Launches `kernel<<<grid, block, 0, stream>>>(args...)`, with the programmatic stream
