@@ -56,14 +56,13 @@ struct RopeAngles {
   Array<float, HeadDim / 32> cos, sin;
 };
 
-template <int RopeDim, int HeadDim, int E>
-KVC_DEVICE RopeAngles<HeadDim> load_rope_angles(int lane, RopeStyle style, const void* cos_sin,
-                                                DType dtype, int64_t cos_sin_stride,
-                                                int64_t position) {
+/// The cos/sin values one lane needs, read through `table(k)`: element k of the position's
+/// cos/sin row (cosines at 0 .. RopeDim/2 - 1, sines after them).
+template <int RopeDim, int HeadDim, int E, class Table>
+KVC_DEVICE RopeAngles<HeadDim> rope_angles(int lane, RopeStyle style, const Table& table) {
   using Row = RowFragment<HeadDim, E>;
   constexpr int kNope = HeadDim - RopeDim;
   RopeAngles<HeadDim> a;
-  const int64_t base = position * cos_sin_stride;
   KVC_PRAGMA_UNROLL
   for (int v = 0; v < Row::kVecs; ++v) {
     if ((v + 1) * 32 * E <= kNope) continue;  // no rope channel in this run for any lane
@@ -74,11 +73,21 @@ KVC_DEVICE RopeAngles<HeadDim> load_rope_angles(int lane, RopeStyle style, const
       const int j = c0 + e - kNope;
       const int f = style == RopeStyle::kGptJ ? Rotary<RopeStyle::kGptJ, RopeDim>::frequency(j)
                                               : Rotary<RopeStyle::kNeoX, RopeDim>::frequency(j);
-      a.cos[v * E + e] = detail::load_table(cos_sin, dtype, base + f);
-      a.sin[v * E + e] = detail::load_table(cos_sin, dtype, base + RopeDim / 2 + f);
+      a.cos[v * E + e] = table(f);
+      a.sin[v * E + e] = table(RopeDim / 2 + f);
     }
   }
   return a;
+}
+
+/// rope_angles from the cos/sin table in global memory, row `position`.
+template <int RopeDim, int HeadDim, int E>
+KVC_DEVICE RopeAngles<HeadDim> load_rope_angles(int lane, RopeStyle style, const void* cos_sin,
+                                                DType dtype, int64_t cos_sin_stride,
+                                                int64_t position) {
+  const int64_t base = position * cos_sin_stride;
+  return rope_angles<RopeDim, HeadDim, E>(
+      lane, style, [&](int k) { return detail::load_table(cos_sin, dtype, base + k); });
 }
 
 /// Rotates the last RopeDim channels of a row fragment with preloaded angles, in fp32 from

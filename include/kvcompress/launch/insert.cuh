@@ -28,10 +28,11 @@ Status launch_insert(const InsertParams& p, cudaStream_t stream, const LaunchOpt
   s = detail::insert_check_params(p);
   if (!s.ok()) return s;
   using Cfg = InsertConfig<Ratio, HeadDim>;
-  const int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+  const int window = Cfg::tokens_per_block(p.num_tokens);
+  const int64_t blocks = (p.num_tokens + window - 1) / window;
   return detail::launch_kernel("insert_kernel", insert_kernel<Ratio, HeadDim, Layout>,
                                dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream,
-                               options, p);
+                               options, p, window);
 }
 
 /// Runs Op B (SPEC §2, vLLM's rope_quant_insert) on `stream`. Validates first and writes
