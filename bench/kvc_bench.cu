@@ -11,7 +11,10 @@
 // At ratio 2 it also times a serving step, Op A then Op B ("A+B") and the fused op, with
 // and without programmatic dependent launch ("pdl", kvc::LaunchOptions).
 //
-//   kvc_bench [--out DIR] [--quick]
+//   kvc_bench [--out DIR] [--quick] [--shape TEXT] [--ratio R] [--op NAME]
+// --shape/--ratio/--op keep only the matching rows (shape name containing TEXT, op name
+// equal to NAME: compress, insert, fused, "A+B", ...); scripts/profile.sh uses them to put
+// one kernel under the profiler.
 #include <kvcompress/kvcompress.cuh>
 
 #include <cuda_runtime.h>
@@ -379,9 +382,18 @@ struct Row {
 int main(int argc, char** argv) {
   std::string out_dir;
   bool quick = false;
+  std::string only_shape, only_op;
+  int only_ratio = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_dir = argv[++i];
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];
+    else if (!std::strcmp(argv[i], "--ratio") && i + 1 < argc) only_ratio = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--op") && i + 1 < argc) only_op = argv[++i];
+    else {
+      std::fprintf(stderr, "kvc_bench: unknown argument '%s'\n", argv[i]);
+      return 2;
+    }
   }
   int device_count = 0;
   if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
@@ -420,7 +432,9 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(2);
   const char* layout_names[3] = {"fp8_ds_mla", "bf16_rows", "fp8_rows"};
   for (const Shape& shape : shapes(quick)) {
+    if (shape.name.find(only_shape) == std::string::npos) continue;
     for (int ratio : {1, 2, 4, 128}) {
+      if (only_ratio != 0 && ratio != only_ratio) continue;
       Problem pr;
       pr.build(shape, ratio, rng);
       if (pr.closing == 0) continue;
@@ -432,6 +446,7 @@ int main(int argc, char** argv) {
       const int per_graph = std::max(sets, 20);
       auto measure = [&](const std::string& op, const std::string& layout, double bytes,
                          const std::function<void(cudaStream_t, int)>& launch) {
+        if (!only_op.empty() && op != only_op) return;
         Row r{op, layout, shape.name, ratio, pr.T, bytes, 0, 0, 0};
         r.graph_us = time_graph(launch, per_graph, replays);
         r.stream_us = time_stream(launch, per_graph, quick ? 10 : 30);

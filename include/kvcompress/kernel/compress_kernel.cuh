@@ -12,8 +12,7 @@
 //    warp a slice of the members, merged through shared memory in a fixed tree, so a group
 //    of 128 rows is not serialized on one warp. The window is 2 tokens per warp (a decode
 //    batch spreads its ring copies over many blocks).
-// The window's input rows are prefetched into L2 (one bulk request per row) before the plans
-// are read, and the RMSNorm weight is staged in shared memory with them.
+// The RMSNorm weight is staged in shared memory with the plans.
 // The pooled row stays in registers through RMSNorm to the epilogue (bf16 latent store, or
 // the fused op's cache record).
 //
@@ -395,13 +394,6 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
   arch::wait_for_prior_grids();
   arch::allow_dependent_grids();
-  // Every input row of the window is read by this launch (pooled, or copied to the ring)
-  // unless it is padding, mostly by this block: L2 fetches them while the plans are read,
-  // so the data does not wait for the index round trips (bench/NOTES.md 10).
-  if constexpr (Ratio > 1) {
-    for (int k = threadIdx.x; k < window_size && window + k < p.num_tokens; k += Cfg::kThreads)
-      arch::prefetch_l2(Warp::input_row(p, window + k), Cfg::kRowWidth * sizeof(In));
-  }
   if (threadIdx.x == 0) copy_count = 0;
   __syncthreads();
   for (int i = threadIdx.x; i < HeadDim / E; i += Cfg::kThreads)

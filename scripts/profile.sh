@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Nsight Compute profiles of single kernels of the benchmark, for bench/NOTES.md analysis:
+# speed of light, occupancy, warp stall reasons, memory traffic, and the SASS lines with the
+# most stall samples. Needs ncu with hardware counters (the lent H200's Firecracker runtime).
+#   scripts/profile.sh <dir holding kvc_bench> [out_dir] [case ...]
+# A case is "kernel-regex|shape|ratio|op", e.g. "compress_kernel|decode 64x2|4|compress";
+# without cases, the default list below runs.
+set -uo pipefail
+bin=${1:?usage: profile.sh BIN_DIR [OUT_DIR] [CASE...]}
+out=${2:-${OUT:-/tmp/kvc_profile}}
+shift $(( $# >= 2 ? 2 : 1 ))
+mkdir -p "$out"
+cases=("$@")
+if [[ ${#cases[@]} -eq 0 ]]; then
+  cases=(
+    "compress_kernel|prefill 1x32768|2|compress"
+    "insert_kernel|prefill 1x32768|2|insert"
+    "compress_kernel|prefill 1x32768|2|fused"
+    "compress_kernel|prefill 1x32768|128|compress"
+    "compress_kernel|decode 64x2|4|compress"
+    "compress_kernel|decode 64x2|128|compress"
+  )
+fi
+sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
+          --section MemoryWorkloadAnalysis --section SchedulerStats --section SourceCounters)
+n=0
+for c in "${cases[@]}"; do
+  IFS='|' read -r kernel shape ratio op <<<"$c"
+  n=$((n + 1))
+  name="$n-$(echo "$op-r$ratio-$shape" | tr ' x@' '___')"
+  echo "== $name: $kernel ($shape, R=$ratio, $op)"
+  # Skip the warm-up launches; one launch from the middle of the graph replays.
+  timeout 300 ncu --clock-control none -k "regex:$kernel" --launch-skip 10 --launch-count 1 \
+    "${sections[@]}" -o "$out/$name" -f \
+    "$bin/kvc_bench" --quick --shape "$shape" --ratio "$ratio" --op "$op" >"$out/$name.run.log" 2>&1
+  echo "ncu rc=$?" >>"$out/$name.run.log"
+  ncu -i "$out/$name.ncu-rep" --print-units base >"$out/$name.txt" 2>&1
+  # The SASS lines with the most warp stall samples (source page, CSV).
+  ncu -i "$out/$name.ncu-rep" --page source --csv --print-source sass >"$out/$name.sass.csv" 2>/dev/null
+  python3 - "$out/$name.sass.csv" >"$out/$name.hot.txt" 2>&1 <<'EOF'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+if not rows:
+    sys.exit("no source page")
+head = rows[0]
+def col(name):
+    for i, h in enumerate(head):
+        if h.strip().lower() == name:
+            return i
+    return None
+src = col("source")
+samp = col("warp stall sampling (all samples)") or col("warp stall sampling (all cycles)")
+if src is None or samp is None:
+    print("columns:", head)
+    sys.exit(0)
+def num(x):
+    try:
+        return float(x.replace(",", ""))
+    except ValueError:
+        return 0.0
+body = rows[1:]
+total = sum(num(r[samp]) for r in body if len(r) > samp) or 1.0
+top = sorted(range(len(body)), key=lambda i: -num(body[i][samp]) if len(body[i]) > samp else 0)[:25]
+print(f"{len(body)} SASS lines, {total:.0f} stall samples; top lines (index, % samples, SASS):")
+for i in sorted(top):
+    r = body[i]
+    print(f"{i:5d} {100 * num(r[samp]) / total:5.1f}%  {r[src].strip()}")
+EOF
+  rm -f "$out/$name.sass.csv"
+  grep -E 'Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit Registers|Warp Cycles Per Issued|Stall' "$out/$name.txt" | head -30
+done
