@@ -40,16 +40,21 @@ for c in "${cases[@]}"; do
   python3 - "$out/$name.sass.csv" >"$out/$name.hot.txt" 2>&1 <<'EOF'
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
-if not rows:
-    sys.exit("no source page")
-head = rows[0]
+# The page starts with a "Kernel Name" line; the header is the first row naming "Source".
+starts = [i for i, r in enumerate(rows) if any(h.strip().lower() == "source" for h in r)]
+if not starts:
+    sys.exit("no source page: " + repr(rows[:3]))
+head = rows[starts[0]]
+rows = rows[starts[0]:]
 def col(name):
     for i, h in enumerate(head):
         if h.strip().lower() == name:
             return i
     return None
 src = col("source")
-samp = col("warp stall sampling (all samples)") or col("warp stall sampling (all cycles)")
+samp = col("warp stall sampling (all samples)")
+if samp is None:
+    samp = next((i for i, h in enumerate(head) if "stall sampling" in h.lower()), None)
 if src is None or samp is None:
     print("columns:", head)
     sys.exit(0)

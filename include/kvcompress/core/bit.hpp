@@ -38,6 +38,15 @@ KVC_HOST_DEVICE constexpr uint64_t bit_ceil(uint64_t x) {
 
 KVC_HOST_DEVICE constexpr bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
+/// Index of the lowest set bit of x (x != 0): log2(x) for a power of two.
+KVC_HOST_DEVICE int lowest_bit(uint32_t x) {
+#if KVC_DEVICE_PASS
+  return __ffs(x) - 1;
+#else
+  return __builtin_ctz(x);
+#endif
+}
+
 KVC_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Largest power of two <= cap that divides n (n >= 1).

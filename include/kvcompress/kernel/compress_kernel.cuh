@@ -109,7 +109,7 @@ KVC_DEVICE HeadReads head_reads(const CompressParams& p, int64_t first, int64_t 
   const int64_t slot = p.slot.load(token);
   if (slot < 0) return h;
   h.active = true;
-  h.block = slot / p.ring_layout.capacity;
+  h.block = p.ring_layout.block_of(slot);
   h.q0 = closing_pos - Ratio + 1;
   h.count = into_group;
   h.token = token;
@@ -117,29 +117,46 @@ KVC_DEVICE HeadReads head_reads(const CompressParams& p, int64_t first, int64_t 
 }
 
 /// Whether a store to ring slot `slot` would overwrite a row the head group reads.
-KVC_DEVICE bool collides(const HeadReads& h, int64_t slot, int capacity) {
-  if (!h.active || slot / capacity != h.block) return false;
-  const int64_t row = slot % capacity;
-  const int64_t distance = ((row - h.q0 % capacity) % capacity + capacity) % capacity;
+KVC_DEVICE bool collides(const HeadReads& h, int64_t slot, const RingLayout& ring) {
+  if (!h.active || ring.block_of(slot) != h.block) return false;
+  const int64_t distance = ring.row_of(ring.row_of(slot) - ring.row_of(h.q0) + ring.capacity);
   return distance < h.count;
 }
 
 template <int Ratio>
 KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
   TokenPlan tp{-1, 0, 0, 0, 0, 0, 0u};
-  // Independent loads first: slot, position and request travel together.
+  // Independent loads first: slot, position and request travel together, with the requests
+  // of the tokens R - 1 behind and C ahead and the end of the real tokens.
   const int64_t slot = p.slot.load(t);
   const int64_t pos = p.positions.load(t);
   int32_t r = 0;
-  if constexpr (Ratio > 1) r = p.req[t];
+  [[maybe_unused]] int32_t r_behind = -1, r_ahead = -1;
+  [[maybe_unused]] int64_t real_end = 0;
+  [[maybe_unused]] const int capacity = p.ring_layout.capacity;
+  if constexpr (Ratio > 1) {
+    r = p.req[t];
+    if (t >= Ratio - 1) r_behind = p.req[t - (Ratio - 1)];
+    if (t + capacity < p.num_tokens) r_ahead = p.req[t + capacity];
+    real_end = p.qsl[p.qsl_size - 1];
+  }
   if (slot < 0) return tp;
   tp.slot = slot;
   tp.pos = pos;
   if ((pos + 1) % Ratio == 0) tp.flags |= kCloses;
   if constexpr (Ratio > 1) {
+    // Most prefill tokens: token t + C is a real token of the same request, so t is not among
+    // its chunk's last C tokens (no ring store), and if t closes a group, token t - R + 1 is
+    // of the same request, so the whole group is inside the chunk (not the head group).
+    // Requests own contiguous token ranges, so neither needs the chunk bounds (qsl): one
+    // dependent round trip fewer.
+    const bool not_tail = r_ahead == r && t + capacity < real_end;
+    if (not_tail && (!(tp.flags & kCloses) || r_behind == r)) {
+      tp.chunk_first = static_cast<int32_t>(t - (Ratio - 1));  // every member is an input row
+      return tp;
+    }
     const int64_t first = p.qsl[r];
     const int64_t end = p.qsl[r + 1];
-    const int capacity = p.ring_layout.capacity;
     tp.chunk_first = static_cast<int32_t>(first);
     tp.chunk_end = static_cast<int32_t>(end);
     tp.tail_begin = static_cast<int32_t>(end - capacity > first ? end - capacity : first);
@@ -153,7 +170,7 @@ KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
       tp.chunk_start = pos - (t - first);  // positions are consecutive within a chunk
       const HeadReads h = head_reads<Ratio>(p, first, end, tp.chunk_start);
       if (h.active && h.token == t) tp.flags |= kIsHead;
-      if (tail && !collides(h, tp.slot, capacity)) tp.flags |= kStoresOwnRow;
+      if (tail && !collides(h, tp.slot, p.ring_layout)) tp.flags |= kStoresOwnRow;
     }
   }
   return tp;
@@ -224,7 +241,7 @@ struct CompressWarp {
                                               const TokenPlan& tp, int begin, int count,
                                               bool store_own, int lane) {
     PoolState<N> state = GatedPool<Ratio>::template empty<N>();
-    const int64_t block = tp.slot / p.ring_layout.capacity;
+    const int64_t block = p.ring_layout.block_of(tp.slot);
     for (int b = begin; b < begin + count; b += Cfg::kBatch) {
       Raw kv_raw[Cfg::kBatch], score_raw[Cfg::kBatch];
       // Issue every load of the batch before the first use.
@@ -293,7 +310,7 @@ struct CompressWarp {
     const int capacity = p.ring_layout.capacity;
     HeadReads h;
     h.active = true;
-    h.block = head.slot / capacity;
+    h.block = p.ring_layout.block_of(head.slot);
     h.q0 = head.pos - Ratio + 1;
     h.count = head.chunk_start - h.q0;
     h.token = 0;
@@ -305,7 +322,7 @@ struct CompressWarp {
       const int64_t t = base + lane;
       int64_t slot = -1;
       if (t < head.chunk_end) slot = p.slot.load(t);
-      const bool hit = slot >= 0 && collides(h, slot, capacity);
+      const bool hit = slot >= 0 && collides(h, slot, p.ring_layout);
       unsigned mask = __ballot_sync(0xffffffffu, hit);
       while (mask != 0u) {
         const int src_lane = __ffs(mask) - 1;
@@ -317,12 +334,13 @@ struct CompressWarp {
   }
 };
 
-/// Copies the listed input rows whole into their ring rows with every thread of the block,
-/// four 16-byte moves in flight per thread: the rows are independent, so a block streams
-/// them instead of a warp waiting on one row at a time.
+/// Copies the listed input rows whole into their ring rows (element offsets `ring_offsets`,
+/// computed once per row) with every thread of the block, four 16-byte moves in flight per
+/// thread: the rows are independent, so a block streams them instead of a warp waiting on
+/// one row at a time.
 template <int HeadDim, typename In, int E, int Threads>
 KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens,
-                                  const int64_t* slots, int count, int64_t window) {
+                                  const int64_t* ring_offsets, int count, int64_t window) {
   constexpr int kVecsPerRow = 2 * HeadDim / E;
   constexpr int kUnroll = 4;
   const int total = count * kVecsPerRow;
@@ -340,7 +358,7 @@ KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens
     for (int u = 0; u < kUnroll; ++u) {
       const int i = base + u * Threads;
       if (i < total)
-        arch::store<E>(static_cast<In*>(p.ring) + p.ring_layout.slot_offset(slots[i / kVecsPerRow]) +
+        arch::store<E>(static_cast<In*>(p.ring) + ring_offsets[i / kVecsPerRow] +
                            (i % kVecsPerRow) * E,
                        v[u]);
     }
@@ -384,7 +402,7 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
 
   __shared__ detail::TokenPlan plans[Cfg::kMaxTokensPerBlock];
   __shared__ int32_t copy_token[Cfg::kMaxTokensPerBlock];  // rows stored to the ring by the block
-  __shared__ int64_t copy_slot[Cfg::kMaxTokensPerBlock];
+  __shared__ int64_t copy_offset[Cfg::kMaxTokensPerBlock];  // their ring rows
   __shared__ int copy_count;
   __shared__ __align__(16) uint16_t weight_smem[HeadDim];  // RMSNorm weight, loaded with the plans
   const int lane = threadIdx.x % 32;
@@ -408,12 +426,12 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In>::kThreads)
     if ((tp.flags & (detail::kStoresOwnRow | detail::kCloses)) == detail::kStoresOwnRow) {
       const int i = atomicAdd(&copy_count, 1);
       copy_token[i] = k;
-      copy_slot[i] = tp.slot;
+      copy_offset[i] = p.ring_layout.slot_offset(tp.slot);
     }
   }
   __syncthreads();
   if constexpr (Ratio > 1)
-    detail::copy_rows_to_ring<HeadDim, In, Cfg::kVecElems, Cfg::kThreads>(p, copy_token, copy_slot,
+    detail::copy_rows_to_ring<HeadDim, In, Cfg::kVecElems, Cfg::kThreads>(p, copy_token, copy_offset,
                                                                          copy_count, window);
 
   if constexpr (!Cfg::kSplitGroup) {
