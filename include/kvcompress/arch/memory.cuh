@@ -49,24 +49,6 @@ KVC_DEVICE void store(T* ptr, const Array<T, N>& a) {
   *reinterpret_cast<V*>(ptr) = v;
 }
 
-
-/// Asks L2 to fetch `bytes` (a multiple of 16) starting at `ptr` (16-byte aligned) and
-/// returns at once: nothing is waited for and no register holds the data. sm_90 hands the
-/// whole range to the copy engine (cp.async.bulk.prefetch); older GPUs prefetch each
-/// 128-byte line. Used where a kernel knows which rows it will read before it knows how
-/// (Op A: a window's input rows, while its indices are still being read).
-KVC_DEVICE void prefetch_l2(const void* ptr, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
-#elif defined(__CUDA_ARCH__)
-  const char* p = static_cast<const char*>(ptr);
-  for (unsigned off = 0; off < bytes; off += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
-#else
-  (void)ptr;
-  (void)bytes;
-#endif
-}
-
 /// Starts a copy of Bytes (4, 8 or 16; both addresses aligned to it) from global to shared
 /// memory that completes asynchronously (cp.async, sm_80+; a plain load and store before).
 /// Wait with async_copy_wait_all() and a barrier before reading the shared copy.
@@ -86,7 +68,7 @@ KVC_DEVICE void async_copy(void* smem_dst, const void* gmem_src) {
 #endif
 }
 
-/// Waits until this thread's async_copy_16 copies have landed.
+/// Waits until this thread's async_copy copies have landed.
 KVC_DEVICE void async_copy_wait_all() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;" ::: "memory");
