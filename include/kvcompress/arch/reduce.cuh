@@ -27,6 +27,14 @@ KVC_DEVICE float group_max(float v) {
   return v;
 }
 
+/// Unsigned max over aligned groups of `Width` lanes.
+template <int Width = 32>
+KVC_DEVICE uint32_t group_max_u32(uint32_t v) {
+  KVC_PRAGMA_UNROLL
+  for (int offset = Width / 2; offset > 0; offset /= 2) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 /// Logical or over aligned groups of `Width` lanes.
 template <int Width = 32>
 KVC_DEVICE bool group_any(bool v) {

@@ -16,22 +16,35 @@ template <class Layout>
 struct RecordEpilogue {
   RecordArgs record;
 
+  template <int HeadDim>
+  struct Pending {
+    int64_t slot;  // cache slot of the closing token
+    RopeAngles<HeadDim> angles;
+  };
+
+  // The cache slot and the angles depend only on the token and its position: they are
+  // loaded while the group's rows are in flight, not after the row is finished.
   template <int Ratio, int HeadDim, int E>
-  KVC_DEVICE void operator()(const CompressParams& p, int64_t t, const detail::TokenPlan& tp,
-                             const RowFragment<HeadDim, E>& row) const {
-    LatentEpilogue{}.template operator()<Ratio>(p, t, tp, row);
-    // The slot and the angles are loaded together: the angles depend only on the position,
-    // so they need not wait for the slot (one memory round trip instead of two).
-    const int64_t slot = record.cache_slot.load(t);
-    const int64_t rope_pos = (tp.pos / Ratio) * Ratio;
-    RopeAngles<HeadDim> angles{};
+  KVC_DEVICE Pending<HeadDim> begin(const CompressParams&, int64_t t, int64_t pos, int lane) const {
+    Pending<HeadDim> pending;
+    pending.slot = record.cache_slot.load(t);
+    const int64_t rope_pos = (pos / Ratio) * Ratio;
+    pending.angles = {};
     if (rope_pos < record.cos_sin_rows)
-      angles = detail::record_angles<Layout, RowFragment<HeadDim, E>>(record, row.lane, rope_pos);
+      pending.angles = detail::record_angles<Layout, RowFragment<HeadDim, E>>(record, lane, rope_pos);
+    return pending;
+  }
+
+  template <int Ratio, int HeadDim, int E>
+  KVC_DEVICE void operator()(const CompressParams& p, int64_t t, int64_t pos,
+                             const Pending<HeadDim>& pending,
+                             const RowFragment<HeadDim, E>& row) const {
+    LatentEpilogue::store(p, t, row);
     int64_t group_pos;
-    if (detail::record_target<Ratio>(record, tp.pos, slot, group_pos)) {
+    if (detail::record_target<Ratio>(record, pos, pending.slot, group_pos)) {
       RowFragment<HeadDim, E> out = row;
       out.sanitize = record.sanitize;
-      detail::write_record<Layout>(record, out, slot, angles);
+      detail::write_record<Layout>(record, out, pending.slot, pending.angles);
     }
   }
 };

@@ -35,6 +35,8 @@ struct RowFragment {
   KVC_DEVICE float group_max(float x) const { return arch::group_max<Width>(x); }
   template <int Width>
   KVC_DEVICE bool group_any(bool b) const { return arch::group_any<Width>(b); }
+  template <int Width>
+  KVC_DEVICE uint32_t group_max_bits(uint32_t x) const { return arch::group_max_u32<Width>(x); }
   template <int N, typename T>
   KVC_DEVICE static void store_bytes(T* dst, const Array<T, N>& a) { arch::store<N>(dst, a); }
 };

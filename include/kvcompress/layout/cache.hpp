@@ -20,8 +20,9 @@
 // The Row fragment a layout receives (kernel/row_fragment.cuh): `bits` holds kChannels
 // bf16 values of this lane, in kVecs runs of kVecElems consecutive channels; run v starts
 // at channel `Row::run_start(lane, v)`; `frag.lane`; `frag.sanitize`; warp helpers
-// `frag.template group_max<Width>(x)` / `group_any<Width>(b)` over aligned lane groups;
-// `Row::Convert::convert(float) -> e4m3` (hardware on the device).
+// `frag.template group_max<Width>(x)` / `group_any<Width>(b)` / `group_max_bits<Width>(u)`
+// (unsigned max) over aligned lane groups; `Row::Convert::convert(float) -> e4m3` and
+// `convert2(a, b)` -> two e4m3 bytes, low = a (hardware on the device).
 #pragma once
 
 #include <cstdint>
@@ -93,20 +94,32 @@ struct Fp8DsMlaLayout {
     KVC_PRAGMA_UNROLL
     for (int v = 0; v < Row::kVecs; ++v) {
       const int c0 = Row::run_start(frag.lane, v);
-      Array<float, E> x;
+      // The tile's amax and non-finite flag in one integer reduction: bf16 magnitudes order
+      // like their bit patterns, infinity and NaN above every finite value. Tile reductions
+      // shuffle across the warp, so every lane takes part (a run may mix NoPE and RoPE
+      // lanes); RoPE lanes ignore the result. Runs never straddle the NoPE/RoPE boundary
+      // (448 is a multiple of every run width).
+      uint32_t magnitude = 0;
       KVC_PRAGMA_UNROLL
-      for (int e = 0; e < E; ++e) x[e] = bf16_to_float(frag.bits[v * E + e]);
-      // Tile reductions shuffle across the warp, so every lane takes part (a run may mix
-      // NoPE and RoPE lanes); RoPE lanes ignore the result. Runs never straddle the
-      // NoPE/RoPE boundary (448 is a multiple of every run width).
-      const float amax = frag.template group_max<kTileLanes>(Quantizer::abs_max(x));
-      const bool bad = frag.template group_any<kTileLanes>(Quantizer::has_nonfinite(x));
+      for (int e = 0; e < E; ++e) {
+        const uint32_t m = uint32_t{frag.bits[v * E + e]} & 0x7fffu;
+        magnitude = m > magnitude ? m : magnitude;
+      }
+      magnitude = frag.template group_max_bits<kTileLanes>(magnitude);
       if (c0 < kNopeDim) {
+        const bool bad = magnitude >= 0x7f80u;
+        const float amax = bf16_to_float(static_cast<uint16_t>(magnitude));
         const int exponent = Quantizer::exponent(amax, bad, frag.sanitize);
+        const float scale = exp2i(-exponent);
         Array<uint8_t, E> q;
+        static_assert(E % 2 == 0, "e4m3 pairs");
         KVC_PRAGMA_UNROLL
-        for (int e = 0; e < E; ++e)
-          q[e] = Quantizer::template quantize<typename Row::Convert>(x[e], exponent);
+        for (int e = 0; e < E; e += 2) {
+          const uint16_t pair = Row::Convert::convert2(bf16_to_float(frag.bits[v * E + e]) * scale,
+                                                       bf16_to_float(frag.bits[v * E + e + 1]) * scale);
+          q[e] = static_cast<uint8_t>(pair & 0xffu);
+          q[e + 1] = static_cast<uint8_t>(pair >> 8);
+        }
         Row::store_bytes(values + c0, q);
         if (c0 % kTile == 0) {
           scales[c0 / kTile] = Quantizer::scale_code(exponent);

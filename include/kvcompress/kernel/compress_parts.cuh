@@ -1,0 +1,312 @@
+// kvcompress — Op A's building blocks (SPEC §1): the compile-time shape of a kernel
+// instance, a warp's row loads, pooling, RMSNorm and deferred ring stores, the ring-ordering
+// rules, and the latent epilogue. The two work mappings that use them are
+// compress_small_ratio.cuh (R < 16) and compress_split_group.cuh (R >= 16); the kernel that
+// picks one is compress_kernel.cuh.
+//
+// Ring ordering. Only the group that straddles a chunk's start (the "head" group) reads the
+// ring, and it must see the ring as it was before this launch (SPEC §1.5). A tail store that
+// would overwrite one of the rows it reads is deferred: the head group's own warp (or block)
+// performs it after its reads. Every other store is free to go at once.
+#pragma once
+
+#include <cstdint>
+
+#include "../arch/convert.cuh"
+#include "../arch/memory.cuh"
+#include "../arch/pdl.cuh"
+#include "../arch/reduce.cuh"
+#include "../core/array.hpp"
+#include "../core/bit.hpp"
+#include "../core/codecs.hpp"
+#include "../functor/gated_pool.hpp"
+#include "../functor/rms_norm.hpp"
+#include "compress_params.hpp"
+#include "row_fragment.cuh"
+
+namespace kvc {
+
+/// Compile-time shape of the Op A kernel for one (Ratio, HeadDim, element type).
+template <int Ratio, int HeadDim, typename In>
+struct CompressConfig {
+  static_assert(Ratio >= 1, "ratio must be positive");
+  static_assert(HeadDim % 32 == 0 && HeadDim >= 64, "head dim must be a multiple of 32, >= 64");
+  using Element = In;
+  static constexpr int kChannels = HeadDim / 32;  // channels of a row per lane
+  static constexpr int kVecElems =  // elements per vector access (16 B at most)
+      largest_pow2_divisor(kChannels, 16 / int(sizeof(In)));
+  static constexpr int kVecs = kChannels / kVecElems;  // vector accesses per lane per half row
+  static_assert(kChannels % kVecElems == 0, "head dim must split into whole vectors per lane");
+  static_assert(kVecElems % 2 == 0, "bf16 pairs");
+  static constexpr bool kGated = Ratio > 1;
+  static constexpr int kRowWidth = kGated ? 2 * HeadDim : HeadDim;  // elements of a kv_score row
+  static constexpr bool kSplitGroup = Ratio >= 16;
+  // Split groups over up to 8 warps (a power of two dividing the ratio, for the merge tree).
+  static constexpr int kWarps = kSplitGroup ? largest_pow2_divisor(Ratio, 8) : 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMembersPerWarp = kSplitGroup ? Ratio / kWarps : Ratio;
+  // Members whose rows are loaded together: about 64 floats of input per lane in flight.
+  static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
+  static constexpr int kBatch = largest_divisor(kMembersPerWarp, kBatchWanted);
+  static_assert(kMembersPerWarp % kBatch == 0, "members per warp must be a multiple of the batch");
+  // Small ratios: each warp owns a window of Ratio consecutive tokens (about one group),
+  // kWarps windows per block. Large ratios: 2 tokens per warp, so a decode batch spreads its
+  // ring copies and rare closings over many blocks. R-token windows for large split-group
+  // calls were measured and were slower (bench/NOTES.md 8), so every call uses kSmallWindow.
+  static constexpr int kSmallWindow = kSplitGroup ? 2 * kWarps : Ratio * kWarps;
+  static constexpr int kMaxTokensPerBlock = kSmallWindow;
+  /// The window the launch uses for a call of `num_tokens` tokens (<= kMaxTokensPerBlock).
+  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t /*num_tokens*/) { return kSmallWindow; }
+  // Small ratios up to 2 load every row of a warp's window together with its indices (one
+  // round trip for a decode group whose rows are all in the input); larger ones would hold
+  // Ratio rows in registers and load members after the indices instead.
+  static constexpr bool kSpeculativeRows = !kSplitGroup && Ratio <= 2;
+
+  /// Channel held by fragment element i of `lane` (vector v = i / kVecElems).
+  KVC_HOST_DEVICE static constexpr int channel(int lane, int i) {
+    return (i / kVecElems) * 32 * kVecElems + lane * kVecElems + i % kVecElems;
+  }
+};
+
+namespace detail {
+
+/// What one token of the window does, decided in phase 1.
+struct TokenPlan {
+  int64_t slot;         // ring slot; < 0: padding, nothing to do
+  int64_t pos;          // position
+  int64_t chunk_start;  // position of its request's first token (set for tail and head tokens)
+  int32_t chunk_first;  // token index of its request's first token
+  int32_t tail_begin;   // its request's ring-store tokens are tail_begin .. chunk_end-1
+  int32_t chunk_end;
+  uint32_t flags;
+};
+enum : uint32_t { kCloses = 1u, kStoresOwnRow = 2u, kIsHead = 4u };
+
+/// The ring rows the head group of a chunk reads: positions q0 .. q0+count-1 of `block`.
+struct HeadReads {
+  bool active;
+  int64_t block, q0, count, token;
+};
+
+template <int Ratio>
+KVC_DEVICE HeadReads head_reads(const CompressParams& p, int64_t first, int64_t end,
+                                int64_t chunk_start) {
+  HeadReads h{false, 0, 0, 0, 0};
+  const int64_t into_group = chunk_start % Ratio;
+  if (into_group == 0) return h;  // the chunk starts a fresh group: nothing read from the ring
+  const int64_t closing_pos = chunk_start - into_group + Ratio - 1;
+  const int64_t token = first + (closing_pos - chunk_start);
+  if (token >= end) return h;  // the group does not close in this call
+  const int64_t slot = p.slot.load(token);
+  if (slot < 0) return h;
+  h.active = true;
+  h.block = p.ring_layout.block_of(slot);
+  h.q0 = closing_pos - Ratio + 1;
+  h.count = into_group;
+  h.token = token;
+  return h;
+}
+
+/// Whether a store to ring slot `slot` would overwrite a row the head group reads.
+KVC_DEVICE bool collides(const HeadReads& h, int64_t slot, const RingLayout& ring) {
+  if (!h.active || ring.block_of(slot) != h.block) return false;
+  const int64_t distance = ring.row_of(ring.row_of(slot) - ring.row_of(h.q0) + ring.capacity);
+  return distance < h.count;
+}
+
+/// Op A's per-warp building blocks for one configuration.
+template <int Ratio, int HeadDim, typename In>
+struct CompressWarp {
+  using Cfg = CompressConfig<Ratio, HeadDim, In>;
+  static constexpr int N = Cfg::kChannels;
+  static constexpr int E = Cfg::kVecElems;
+  using Raw = Array<In, N>;
+  using Row = RowFragment<HeadDim, E>;
+
+  // Half a row (kv or score) of this lane, read-only path (kv_score) or plain (ring).
+  template <bool ReadOnly>
+  static KVC_DEVICE Raw load_half(const In* half, int lane) {
+    Raw out;
+    KVC_PRAGMA_UNROLL
+    for (int v = 0; v < Cfg::kVecs; ++v) {
+      const In* src = half + v * 32 * E + lane * E;
+      const Array<In, E> vec = ReadOnly ? arch::load_readonly<E>(src) : arch::load<E>(src);
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < E; ++e) out[v * E + e] = vec[e];
+    }
+    return out;
+  }
+
+  static KVC_DEVICE void store_half(In* half, int lane, const Raw& x) {
+    KVC_PRAGMA_UNROLL
+    for (int v = 0; v < Cfg::kVecs; ++v) {
+      Array<In, E> vec;
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < E; ++e) vec[e] = x[v * E + e];
+      arch::store<E>(half + v * 32 * E + lane * E, vec);
+    }
+  }
+
+  static KVC_DEVICE Array<float, N> widen(const Raw& x) {
+    Array<float, N> out;
+    KVC_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) out[i] = to_float(x[i]);
+    return out;
+  }
+
+  static KVC_DEVICE const In* input_row(const CompressParams& p, int64_t t) {
+    return static_cast<const In*>(p.kv_score) + t * p.kv_score_stride;
+  }
+  static KVC_DEVICE In* ring_row(const CompressParams& p, int64_t offset) {
+    return static_cast<In*>(p.ring) + offset;
+  }
+
+  /// Copies input row t whole (kv and score) into the ring row of `slot`.
+  static KVC_DEVICE void copy_row_to_ring(const CompressParams& p, int64_t t, int64_t slot,
+                                          int lane) {
+    const In* src = input_row(p, t);
+    In* dst = ring_row(p, p.ring_layout.slot_offset(slot));
+    const Raw kv = load_half<true>(src, lane);
+    const Raw score = load_half<true>(src + HeadDim, lane);
+    store_half(dst, lane, kv);
+    store_half(dst + HeadDim, lane, score);
+  }
+
+  /// Pools members [begin, begin + count) of the group closed by token t at `pos`
+  /// (count a multiple of kBatch). Member j is position pos - Ratio + 1 + j: an input row
+  /// when inside the chunk, else a ring row. Stores t's own row to the ring on the way when
+  /// `store_own` (it is member Ratio - 1, already in registers).
+  static KVC_DEVICE PoolState<N> pool_members(const CompressParams& p, int64_t t,
+                                              const TokenPlan& tp, int begin, int count,
+                                              bool store_own, int lane) {
+    PoolState<N> state = GatedPool<Ratio>::template empty<N>();
+    const int64_t block = p.ring_layout.block_of(tp.slot);
+    for (int b = begin; b < begin + count; b += Cfg::kBatch) {
+      Raw kv_raw[Cfg::kBatch], score_raw[Cfg::kBatch];
+      // Issue every load of the batch before the first use.
+      KVC_PRAGMA_UNROLL
+      for (int j = 0; j < Cfg::kBatch; ++j) {
+        const int member = b + j;
+        const int64_t q = tp.pos - (Ratio - 1) + member;
+        const int64_t member_token = t - (Ratio - 1 - member);
+        if (member_token >= tp.chunk_first) {  // inside the chunk (positions are consecutive)
+          const In* row = input_row(p, member_token);
+          kv_raw[j] = load_half<true>(row, lane);
+          score_raw[j] = load_half<true>(row + HeadDim, lane);
+        } else {
+          const In* row = ring_row(p, p.ring_layout.position_offset(block, q));
+          kv_raw[j] = load_half<false>(row, lane);
+          score_raw[j] = load_half<false>(row + HeadDim, lane);
+        }
+      }
+      if (store_own && b + Cfg::kBatch == Ratio) {
+        In* dst = ring_row(p, p.ring_layout.slot_offset(tp.slot));
+        store_half(dst, lane, kv_raw[Cfg::kBatch - 1]);
+        store_half(dst + HeadDim, lane, score_raw[Cfg::kBatch - 1]);
+      }
+      Array<float, N> kv[Cfg::kBatch], score[Cfg::kBatch];
+      KVC_PRAGMA_UNROLL
+      for (int j = 0; j < Cfg::kBatch; ++j) {
+        kv[j] = widen(kv_raw[j]);
+        score[j] = widen(score_raw[j]);
+      }
+      const PoolState<N> part = GatedPool<Ratio>::template partial<Cfg::kBatch>(kv, score);
+      if (b == begin)
+        state = part;
+      else
+        GatedPool<Ratio>::merge(state, part);
+    }
+    return state;
+  }
+
+  /// This lane's part of the RMSNorm weight (the channels it holds), from global memory
+  /// (read-only path) or from a shared-memory copy.
+  template <bool Global>
+  static KVC_DEVICE Array<uint16_t, N> load_weight(const uint16_t* weight, int lane) {
+    Array<uint16_t, N> w;
+    KVC_PRAGMA_UNROLL
+    for (int v = 0; v < Cfg::kVecs; ++v) {
+      const uint16_t* src = weight + Row::run_start(lane, v);
+      const Array<uint16_t, E> vec = Global ? arch::load_readonly<E>(src) : arch::load<E>(src);
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < E; ++e) w[v * E + e] = vec[e];
+    }
+    return w;
+  }
+
+  /// RMSNorm of a pooled row held by one warp, rounded to bf16 (the latent row).
+  static KVC_DEVICE Row normalize(const CompressParams& p, const Array<uint16_t, N>& weight,
+                                  const Array<float, N>& pooled, int lane) {
+    const float total = arch::group_sum<32>(RmsNorm<HeadDim>::sum_squares(pooled));
+    const float inv_rms = RmsNorm<HeadDim>::inv_rms(total, p.eps);
+    Row row;
+    row.bits = arch::to_bf16(RmsNorm<HeadDim>::apply(pooled, inv_rms, weight));
+    row.lane = lane;
+    row.sanitize = false;
+    return row;
+  }
+
+  /// The deferred tail stores of a head group, after its ring reads: every tail token of
+  /// the chunk whose store collides with a row the head group read. Lanes test 32 tokens
+  /// at a time; the whole warp copies each hit. `part`/`parts` split the hits over warps.
+  static KVC_DEVICE void deferred_stores(const CompressParams& p, const TokenPlan& head,
+                                         int lane, int part, int parts) {
+    const int capacity = p.ring_layout.capacity;
+    HeadReads h;
+    h.active = true;
+    h.block = p.ring_layout.block_of(head.slot);
+    h.q0 = head.pos - Ratio + 1;
+    h.count = head.chunk_start - h.q0;
+    h.token = 0;
+    // Ring rows are position % capacity (SPEC §1): when the rows the head group reads and
+    // the whole chunk fit in the ring together, no store collides (every decode step).
+    if (h.count + (head.chunk_end - head.chunk_first) <= capacity) return;
+    int hit_index = 0;
+    for (int64_t base = head.tail_begin; base < head.chunk_end; base += 32) {
+      const int64_t t = base + lane;
+      int64_t slot = -1;
+      if (t < head.chunk_end) slot = p.slot.load(t);
+      const bool hit = slot >= 0 && collides(h, slot, p.ring_layout);
+      unsigned mask = __ballot_sync(0xffffffffu, hit);
+      while (mask != 0u) {
+        const int src_lane = __ffs(mask) - 1;
+        mask &= mask - 1u;
+        const int64_t hit_slot = __shfl_sync(0xffffffffu, slot, src_lane);
+        if (hit_index++ % parts == part) copy_row_to_ring(p, base + src_lane, hit_slot, lane);
+      }
+    }
+  }
+};
+
+}  // namespace detail
+
+/// Op A's epilogue: stores the bf16 latent row (skipped when `latent` is null, which only
+/// the fused op allows). An epilogue has two steps: `begin(p, t, pos, lane)` right after the
+/// closing token's indices are known, to issue its own loads while the group's rows are in
+/// flight, and `operator()` with the warp's finished row and what begin returned.
+struct LatentEpilogue {
+  struct Pending {};
+  template <int Ratio, int HeadDim, int E>
+  KVC_DEVICE Pending begin(const CompressParams&, int64_t /*t*/, int64_t /*pos*/, int /*lane*/) const {
+    return {};
+  }
+  template <int Ratio, int HeadDim, int E>
+  KVC_DEVICE void operator()(const CompressParams& p, int64_t t, int64_t /*pos*/, const Pending&,
+                             const RowFragment<HeadDim, E>& row) const {
+    store(p, t, row);
+  }
+  template <int HeadDim, int E>
+  KVC_DEVICE static void store(const CompressParams& p, int64_t t, const RowFragment<HeadDim, E>& row) {
+    if (p.latent == nullptr) return;
+    uint16_t* dst = reinterpret_cast<uint16_t*>(p.latent) + t * p.latent_stride;
+    KVC_PRAGMA_UNROLL
+    for (int v = 0; v < RowFragment<HeadDim, E>::kVecs; ++v) {
+      Array<uint16_t, E> vec;
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < E; ++e) vec[e] = row.bits[v * E + e];
+      arch::store<E>(dst + RowFragment<HeadDim, E>::run_start(row.lane, v), vec);
+    }
+  }
+};
+
+}  // namespace kvc

@@ -1,0 +1,198 @@
+// kvcompress — Op A for small ratios (R < 16): one warp per window of R consecutive tokens.
+//
+// A decode step is a chain of dependent memory round trips, so this mapping keeps it to two:
+//  1. one round trip: the lanes load the window's indices (lane i < R: token w0 + i's slot,
+//     position and request, and the requests of the tokens C ahead, C - R + 1 behind and
+//     C - R + 1 ahead of it; lanes R .. 2R-2: the requests of the R - 1 tokens before the
+//     window), the end of the real tokens qsl[num_reqs], the RMSNorm weight, and for
+//     R <= 2 the window's own input rows;
+//  2. decisions from those values alone (which tokens close, which members lie in the
+//     chunk, which rows go to the ring and whether any could hit a row the head group
+//     reads), then the second round trip: the rows still missing (a head group's ring rows,
+//     the input row just before the window) together with the epilogue's loads (the fused
+//     op's cache slot and angles);
+//  3. pool, normalise, store the latent / record; the tail rows go to the ring from
+//     registers.
+// Requests own contiguous token ranges, so "member m is in t's chunk" is req[m] == req[t],
+// and "t is among its chunk's last C tokens" is "token t + C belongs to another request or
+// is past qsl[num_reqs]": no chunk bounds are loaded. A tail store can only collide with a
+// head group's reads when the chunk holds the C - R + 1 tokens before it; only those tokens
+// (and the head group of such a long chunk, for its deferred stores) take the slow path
+// through qsl and the head group's slot — prefill edges, never a decode step.
+#pragma once
+
+#include <cstdint>
+
+#include "compress_parts.cuh"
+
+namespace kvc {
+namespace detail {
+
+/// What one lane loads in the first round trip (roles in the file comment); -1: no such token.
+struct WindowIndices {
+  int64_t slot = -1, pos = 0;
+  int32_t req = -1, req_ahead = -1, req_back = -1, req_long = -1;
+};
+
+template <int Ratio, int HeadDim, typename In, class Epilogue>
+KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& epilogue) {
+  using Cfg = CompressConfig<Ratio, HeadDim, In>;
+  using Warp = CompressWarp<Ratio, HeadDim, In>;
+  using Raw = typename Warp::Raw;
+  constexpr int R = Ratio;
+  constexpr int N = Cfg::kChannels;
+  constexpr int E = Cfg::kVecElems;
+  constexpr int kRows = Cfg::kSpeculativeRows ? R : 1;
+  constexpr unsigned kAll = 0xffffffffu;
+  static_assert(!Cfg::kSplitGroup && 2 * R - 1 <= 32, "small-ratio path: a window fits in a warp");
+
+  const int lane = threadIdx.x % 32;
+  const int64_t T = p.num_tokens;
+  const int64_t w0 = (static_cast<int64_t>(blockIdx.x) * Cfg::kWarps + threadIdx.x / 32) * R;
+  if (w0 >= T) return;  // warp-uniform
+  [[maybe_unused]] const int C = p.ring_layout.capacity;
+  [[maybe_unused]] const int reach = C - R + 1;  // a tail store can hit a head row only this far in
+
+  // 1. The first round trip: every load below is independent of the others.
+  WindowIndices mine;
+  const int64_t t_mine = w0 + lane;  // the token of lanes 0 .. R-1
+  if (lane < R) {
+    if (t_mine < T) {
+      mine.slot = p.slot.load(t_mine);
+      mine.pos = p.positions.load(t_mine);
+      if constexpr (R > 1) {
+        mine.req = p.req[t_mine];
+        if (t_mine + C < T) mine.req_ahead = p.req[t_mine + C];
+        if (t_mine - reach >= 0) mine.req_back = p.req[t_mine - reach];
+        if (t_mine + reach < T) mine.req_long = p.req[t_mine + reach];
+      }
+    }
+  } else if (R > 1 && lane < 2 * R - 1) {
+    const int64_t m = w0 - (lane - R + 1);
+    if (m >= 0) mine.req = p.req[m];
+  }
+  int64_t real_end = T;  // tokens at or past it (trailing padding) belong to no chunk
+  if constexpr (R > 1) real_end = p.qsl[p.qsl_size - 1];
+  const Array<uint16_t, N> weight =
+      Warp::template load_weight<true>(reinterpret_cast<const uint16_t*>(p.weight), lane);
+  [[maybe_unused]] Raw kv_raw[kRows], score_raw[kRows];
+  if constexpr (Cfg::kSpeculativeRows) {
+    KVC_PRAGMA_UNROLL
+    for (int i = 0; i < R; ++i) {
+      const In* row = Warp::input_row(p, w0 + i < T ? w0 + i : T - 1);
+      kv_raw[i] = Warp::template load_half<true>(row, lane);
+      if constexpr (R > 1) score_raw[i] = Warp::template load_half<true>(row + HeadDim, lane);
+    }
+  }
+
+  // 2. Decisions, each lane for its own token.
+  const bool token = lane < R && t_mine < T && mine.slot >= 0;
+  const bool closes = token && (mine.pos + 1) % R == 0;
+  const bool real = t_mine < real_end;
+  int count = 0;  // members before the chunk (read from the ring): the head group has count > 0
+  bool store_row = false;  // this token's row goes to the ring now (not deferred)
+  bool deferred = false;   // a head group of a long chunk: it performs the colliding stores
+  if constexpr (R > 1) {
+    // Member t - k (k = 1 .. R-1) is in the chunk iff it has t's request; members are out of
+    // the chunk from the farthest back, so the nearest one out gives count = R - k.
+    KVC_PRAGMA_UNROLL
+    for (int k = R - 1; k >= 1; --k) {
+      const int src = lane >= k ? lane - k : R - 1 + (k - lane);  // lane holding req[t - k]
+      const int32_t r_member = __shfl_sync(kAll, mine.req, src);
+      if (!(t_mine - k >= 0 && r_member == mine.req)) count = R - k;
+    }
+    if (closes && !real) {
+      // Trailing token with a slot: its "chunk" starts at qsl[req] (as the reference reads it).
+      const int64_t first = p.qsl[mine.req];
+      const int64_t out = first - (t_mine - (R - 1));
+      count = static_cast<int>(out < 0 ? 0 : (out > R ? R : out));
+    }
+    const bool tail = token && real && (t_mine + C >= real_end || mine.req_ahead != mine.req);
+    store_row = tail;
+    if (tail && mine.req_back == mine.req) {
+      // Slow path: the chunk is long enough for this store to hit a row its head group reads.
+      const int64_t first = p.qsl[mine.req];
+      const int64_t end = p.qsl[mine.req + 1];
+      const HeadReads h = head_reads<R>(p, first, end, mine.pos - (t_mine - first));
+      store_row = !collides(h, mine.slot, p.ring_layout);
+    }
+    deferred = closes && real && count > 0 && mine.req_long == mine.req && t_mine + reach < real_end;
+  }
+  const unsigned close_mask = __ballot_sync(kAll, closes);
+  [[maybe_unused]] unsigned store_mask = __ballot_sync(kAll, store_row);
+  [[maybe_unused]] const unsigned deferred_mask = __ballot_sync(kAll, deferred);
+
+  if constexpr (Cfg::kSpeculativeRows && R > 1) {
+    // Tail rows from registers; none of them is a row a head group still has to read.
+    KVC_PRAGMA_UNROLL
+    for (int i = 0; i < R; ++i) {
+      if (!(store_mask >> i & 1u)) continue;
+      In* dst = Warp::ring_row(p, p.ring_layout.slot_offset(__shfl_sync(kAll, mine.slot, i)));
+      Warp::store_half(dst, lane, kv_raw[i]);
+      Warp::store_half(dst + HeadDim, lane, score_raw[i]);
+    }
+  }
+
+  // 3. The groups closed in the window (one, except where a chunk boundary falls inside).
+  KVC_PRAGMA_UNROLL
+  for (int i = 0; i < R; ++i) {
+    if (!(close_mask >> i & 1u)) continue;
+    const int64_t t = w0 + i;
+    TokenPlan tp{__shfl_sync(kAll, mine.slot, i), __shfl_sync(kAll, mine.pos, i), 0, 0, 0, 0, 0u};
+    const int out = __shfl_sync(kAll, count, i);
+    tp.chunk_first = static_cast<int32_t>(t - (R - 1) + out);  // first member that is an input row
+    const auto pending = epilogue.template begin<Ratio, HeadDim, E>(p, t, tp.pos, lane);
+    Array<float, N> pooled;
+    if constexpr (R == 1) {
+      pooled = Warp::widen(kv_raw[0]);
+    } else if constexpr (Cfg::kSpeculativeRows) {
+      // R == 2: member 1 is token t (registers); member 0 is token t - 1 — the window's first
+      // row when t is its second token and both are in the chunk, else the input row before
+      // the window or the ring row of position pos - 1.
+      Raw kv_first, score_first;
+      if (out > 0) {
+        const In* row = Warp::ring_row(
+            p, p.ring_layout.position_offset(p.ring_layout.block_of(tp.slot), tp.pos - 1));
+        kv_first = Warp::template load_half<false>(row, lane);
+        score_first = Warp::template load_half<false>(row + HeadDim, lane);
+      } else if (i == 0) {
+        const In* row = Warp::input_row(p, t - 1);
+        kv_first = Warp::template load_half<true>(row, lane);
+        score_first = Warp::template load_half<true>(row + HeadDim, lane);
+      } else {
+        kv_first = kv_raw[0];
+        score_first = score_raw[0];
+      }
+      Array<float, N> kv[2] = {Warp::widen(kv_first), Warp::widen(kv_raw[i])};
+      Array<float, N> score[2] = {Warp::widen(score_first), Warp::widen(score_raw[i])};
+      pooled = GatedPool<R>::finish(GatedPool<R>::template partial<2>(kv, score));
+    } else {
+      const bool store_own = (store_mask >> i & 1u) != 0;
+      store_mask &= ~(1u << i);  // stored by pool_members on the way
+      pooled = GatedPool<R>::finish(Warp::pool_members(p, t, tp, 0, R, store_own, lane));
+    }
+    epilogue.template operator()<Ratio>(p, t, tp.pos, pending, Warp::normalize(p, weight, pooled, lane));
+    if constexpr (R > 1) {
+      if (deferred_mask >> i & 1u) {
+        __syncwarp();  // every lane's ring reads precede the deferred overwrites
+        const int64_t first = p.qsl[p.req[t]];
+        const int64_t end = p.qsl[p.req[t] + 1];
+        tp.chunk_start = tp.pos - (t - first);
+        tp.chunk_first = static_cast<int32_t>(first);
+        tp.chunk_end = static_cast<int32_t>(end);
+        tp.tail_begin = static_cast<int32_t>(end - C > first ? end - C : first);
+        Warp::deferred_stores(p, tp, lane, 0, 1);
+      }
+    }
+  }
+
+  if constexpr (!Cfg::kSpeculativeRows && R > 1) {
+    // Tail rows of tokens that close no group (a closing token stored its own while pooling).
+    KVC_PRAGMA_UNROLL
+    for (int i = 0; i < R; ++i)
+      if (store_mask >> i & 1u) Warp::copy_row_to_ring(p, w0 + i, __shfl_sync(kAll, mine.slot, i), lane);
+  }
+}
+
+}  // namespace detail
+}  // namespace kvc

@@ -1,0 +1,192 @@
+// kvcompress — Op A for large ratios (R >= 16): a block pools each group.
+//
+// Work mapping. A block owns a window of consecutive tokens (2 per warp, so a decode batch
+// spreads its ring copies over many blocks). Phase 1: one thread per token of the window
+// reads the token's indices and plans its work (does it close a group, does it store its row
+// into the ring, is it the group that reads the ring) into shared memory, with the RMSNorm
+// weight. Phase 2: the rows of non-closing tokens that go to the ring are copied by the whole
+// block (independent rows, several 16-byte moves in flight per thread); then each group
+// closing in the window is pooled by the whole block, every warp a slice of the members,
+// merged through shared memory in a fixed tree, so a group of 128 rows is not serialized on
+// one warp. The pooled row stays in registers through RMSNorm to the epilogue.
+#pragma once
+
+#include <cstdint>
+
+#include "compress_parts.cuh"
+
+namespace kvc {
+namespace detail {
+
+template <int Ratio>
+KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
+  TokenPlan tp{-1, 0, 0, 0, 0, 0, 0u};
+  // Independent loads first: slot, position and request travel together, with the requests
+  // of the tokens R - 1 behind and C ahead and the end of the real tokens.
+  const int64_t slot = p.slot.load(t);
+  const int64_t pos = p.positions.load(t);
+  int32_t r = 0;
+  [[maybe_unused]] int32_t r_behind = -1, r_ahead = -1;
+  [[maybe_unused]] int64_t real_end = 0;
+  [[maybe_unused]] const int capacity = p.ring_layout.capacity;
+  if constexpr (Ratio > 1) {
+    r = p.req[t];
+    if (t >= Ratio - 1) r_behind = p.req[t - (Ratio - 1)];
+    if (t + capacity < p.num_tokens) r_ahead = p.req[t + capacity];
+    real_end = p.qsl[p.qsl_size - 1];
+  }
+  if (slot < 0) return tp;
+  tp.slot = slot;
+  tp.pos = pos;
+  if ((pos + 1) % Ratio == 0) tp.flags |= kCloses;
+  if constexpr (Ratio > 1) {
+    // Most prefill tokens: token t + C is a real token of the same request, so t is not among
+    // its chunk's last C tokens (no ring store), and if t closes a group, token t - R + 1 is
+    // of the same request, so the whole group is inside the chunk (not the head group).
+    // Requests own contiguous token ranges, so neither needs the chunk bounds (qsl): one
+    // dependent round trip fewer.
+    const bool not_tail = r_ahead == r && t + capacity < real_end;
+    if (not_tail && (!(tp.flags & kCloses) || r_behind == r)) {
+      tp.chunk_first = static_cast<int32_t>(t - (Ratio - 1));  // every member is an input row
+      return tp;
+    }
+    const int64_t first = p.qsl[r];
+    const int64_t end = p.qsl[r + 1];
+    tp.chunk_first = static_cast<int32_t>(first);
+    tp.chunk_end = static_cast<int32_t>(end);
+    tp.tail_begin = static_cast<int32_t>(end - capacity > first ? end - capacity : first);
+    // Tokens past qsl[num_reqs] (trailing padding with a slot) belong to no chunk: never stored.
+    const bool tail = t >= tp.tail_begin && t < end;
+    // Only a tail token (its store may hit a row the head group reads) and a group that
+    // starts before the chunk (the head group itself) need the head group: two more
+    // dependent loads, skipped for the bulk of a prefill.
+    const bool maybe_head = (tp.flags & kCloses) && t - (Ratio - 1) < first;
+    if (tail || maybe_head) {
+      tp.chunk_start = pos - (t - first);  // positions are consecutive within a chunk
+      const HeadReads h = head_reads<Ratio>(p, first, end, tp.chunk_start);
+      if (h.active && h.token == t) tp.flags |= kIsHead;
+      if (tail && !collides(h, tp.slot, p.ring_layout)) tp.flags |= kStoresOwnRow;
+    }
+  }
+  return tp;
+}
+
+/// Copies the listed input rows whole into their ring rows (element offsets `ring_offsets`,
+/// computed once per row) with every thread of the block, four 16-byte moves in flight per
+/// thread: the rows are independent, so a block streams them instead of a warp waiting on
+/// one row at a time.
+template <int HeadDim, typename In, int E, int Threads>
+KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens,
+                                  const int64_t* ring_offsets, int count, int64_t window) {
+  constexpr int kVecsPerRow = 2 * HeadDim / E;
+  constexpr int kUnroll = 4;
+  const int total = count * kVecsPerRow;
+  for (int base = threadIdx.x; base < total; base += Threads * kUnroll) {
+    Array<In, E> v[kUnroll];
+    KVC_PRAGMA_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * Threads;
+      if (i < total)
+        v[u] = arch::load_readonly<E>(static_cast<const In*>(p.kv_score) +
+                                      (window + tokens[i / kVecsPerRow]) * p.kv_score_stride +
+                                      (i % kVecsPerRow) * E);
+    }
+    KVC_PRAGMA_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * Threads;
+      if (i < total)
+        arch::store<E>(static_cast<In*>(p.ring) + ring_offsets[i / kVecsPerRow] +
+                           (i % kVecsPerRow) * E,
+                       v[u]);
+    }
+  }
+}
+
+template <int Ratio, int HeadDim, typename In, class Epilogue>
+KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& epilogue,
+                                     const int tokens_per_block) {
+  using Cfg = CompressConfig<Ratio, HeadDim, In>;
+  using Warp = CompressWarp<Ratio, HeadDim, In>;
+  constexpr int N = Cfg::kChannels;
+  constexpr int E = Cfg::kVecElems;
+  const int window_size = tokens_per_block;  // <= kMaxTokensPerBlock (the launch's choice)
+
+  __shared__ TokenPlan plans[Cfg::kMaxTokensPerBlock];
+  __shared__ int32_t copy_token[Cfg::kMaxTokensPerBlock];  // rows stored to the ring by the block
+  __shared__ int64_t copy_offset[Cfg::kMaxTokensPerBlock];  // their ring rows
+  __shared__ int copy_count;
+  __shared__ __align__(16) uint16_t weight_smem[HeadDim];  // RMSNorm weight, loaded with the plans
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int64_t window = static_cast<int64_t>(blockIdx.x) * window_size;
+
+  if (threadIdx.x == 0) copy_count = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < HeadDim / E; i += Cfg::kThreads)
+    arch::store<E>(weight_smem + i * E,
+                   arch::load_readonly<E>(reinterpret_cast<const uint16_t*>(p.weight) + i * E));
+  for (int k = threadIdx.x; k < window_size; k += Cfg::kThreads) {
+    const int64_t t = window + k;
+    const TokenPlan tp = t < p.num_tokens ? plan_token<Ratio>(p, t) : TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
+    plans[k] = tp;
+    // A closing token stores its row from registers while pooling; the rest go in a list.
+    if ((tp.flags & (kStoresOwnRow | kCloses)) == kStoresOwnRow) {
+      const int i = atomicAdd(&copy_count, 1);
+      copy_token[i] = k;
+      copy_offset[i] = p.ring_layout.slot_offset(tp.slot);
+    }
+  }
+  __syncthreads();
+  if constexpr (Ratio > 1)
+    copy_rows_to_ring<HeadDim, In, E, Cfg::kThreads>(p, copy_token, copy_offset, copy_count, window);
+
+  {
+    // The whole block pools each group; warp w takes members [w*M, (w+1)*M).
+    constexpr int M = Cfg::kMembersPerWarp;
+    __shared__ float merge_buf[Cfg::kWarps > 1 ? Cfg::kWarps / 2 : 1][3][HeadDim];
+    for (int k = 0; k < window_size; ++k) {
+      const TokenPlan tp = plans[k];
+      const int64_t t = window + k;
+      if (tp.flags & kCloses) {
+        const bool store_own = (tp.flags & kStoresOwnRow) != 0 && warp == Cfg::kWarps - 1;
+        PoolState<N> state = Warp::pool_members(p, t, tp, warp * M, M, store_own, lane);
+        // Fixed merge tree: warp w absorbs warp w + half, halving until warp 0 holds all.
+        for (int active = Cfg::kWarps; active > 1; active /= 2) {
+          const int half = active / 2;
+          if (warp >= half && warp < active) {
+            KVC_PRAGMA_UNROLL
+            for (int i = 0; i < N; ++i) {
+              const int c = Cfg::channel(lane, i);
+              merge_buf[warp - half][0][c] = state.max[i];
+              merge_buf[warp - half][1][c] = state.sum[i];
+              merge_buf[warp - half][2][c] = state.acc[i];
+            }
+          }
+          __syncthreads();
+          if (warp < half) {
+            PoolState<N> other;
+            KVC_PRAGMA_UNROLL
+            for (int i = 0; i < N; ++i) {
+              const int c = Cfg::channel(lane, i);
+              other.max[i] = merge_buf[warp][0][c];
+              other.sum[i] = merge_buf[warp][1][c];
+              other.acc[i] = merge_buf[warp][2][c];
+            }
+            GatedPool<Ratio>::merge(state, other);
+          }
+          __syncthreads();
+        }
+        if (warp == 0) {
+          const auto pending = epilogue.template begin<Ratio, HeadDim, E>(p, t, tp.pos, lane);
+          const Array<uint16_t, N> weight = Warp::template load_weight<false>(weight_smem, lane);
+          epilogue.template operator()<Ratio>(
+              p, t, tp.pos, pending, Warp::normalize(p, weight, GatedPool<Ratio>::finish(state), lane));
+        }
+        if (tp.flags & kIsHead) Warp::deferred_stores(p, tp, lane, warp, Cfg::kWarps);
+      }
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace kvc
