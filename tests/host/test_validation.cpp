@@ -1,19 +1,57 @@
-// Host tier: Op A validation, kvc::compress_can_implement (launch/compress.hpp, SPEC §4).
-// The function never dereferences pointers, so fake but aligned addresses into a host arena
+// Host tier: Op A validation, kvc::compress_can_implement (launch/compress.hpp, SPEC §4);
+// the message helpers of launch/validate.hpp; the validate-once dispatch of the public calls
+// (detail::validate_dispatch_*) and Op B / fused messages (launch/insert.hpp).
+// The functions never dereference pointers, so fake but aligned addresses into a host arena
 // stand in for device buffers.
 #include <doctest/doctest.h>
 
 #include <kvcompress/launch/compress.hpp>
+#include <kvcompress/launch/insert.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <limits>
+#include <new>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+// Counts every heap allocation of the test program: validating valid params must make none.
 namespace {
+std::atomic<long long> g_allocations{0};
+}  // namespace
+
+// Out of line, so that g++ does not see free() of operator new's pointer (a false
+// -Wmismatched-new-delete once the replacements are inlined).
+#if defined(__GNUC__) || defined(__clang__)
+#define KVC_REPLACED_NEW __attribute__((noinline))
+#else
+#define KVC_REPLACED_NEW
+#endif
+KVC_REPLACED_NEW void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+KVC_REPLACED_NEW void* operator new[](std::size_t size) { return operator new(size); }
+KVC_REPLACED_NEW void operator delete(void* p) noexcept { std::free(p); }
+KVC_REPLACED_NEW void operator delete[](void* p) noexcept { std::free(p); }
+KVC_REPLACED_NEW void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+KVC_REPLACED_NEW void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+/// Heap allocations made by f().
+template <class F>
+long long allocations_of(F&& f) {
+  const long long before = g_allocations.load();
+  f();
+  return g_allocations.load() - before;
+}
 
 alignas(256) unsigned char g_arena[1 << 16];
 
@@ -258,4 +296,271 @@ TEST_CASE("compress_can_implement: the first violated condition is the one repor
   q.ratio = 3;
   q.kv_score = nullptr;
   CHECK(kvc::compress_can_implement(q).code() == kNotSupported);
+}
+
+// ---------------------------------------------------------------------------------------
+// Message helpers (launch/validate.hpp): pieces are formatted only when a check fails.
+
+TEST_CASE("detail::message formats pieces like std::to_string and %p") {
+  using kvc::detail::message;
+  CHECK(message() == "");
+  CHECK(message("kv_score", " is null") == "kv_score is null");
+  CHECK(message(std::string("ring"), " row stride ", int64_t{-1030}, " is odd") ==
+        "ring row stride -1030 is odd");
+  CHECK(message("num_tokens ", int64_t{1} << 31, " x") == "num_tokens 2147483648 x");
+  CHECK(message(7, " ", 4u, " ", int64_t{-3}) == "7 4 -3");
+  // Floats as std::to_string writes them ("%f"), as the eps message always did.
+  CHECK(message("eps ", -1e-6f) == "eps " + std::to_string(-1e-6f));
+  CHECK(message("eps ", -1e-6f) == "eps -0.000001");
+  CHECK(message(std::numeric_limits<float>::quiet_NaN()) ==
+        std::to_string(std::numeric_limits<float>::quiet_NaN()));
+  const void* p = at(12);
+  CHECK(message("at ", kvc::detail::Hex{p}) == "at " + kvc::detail::hex_address(p));
+  const kvc::Status s = kvc::detail::invalid("latent row stride ", 514, " is odd");
+  CHECK(s.code() == kInvalid);
+  CHECK(std::string(s.message()) == "latent row stride 514 is odd");
+}
+
+TEST_CASE("detail::Validator: the first failure wins; passing checks build no message") {
+  kvc::detail::Validator v;
+  const long long passing = allocations_of([&] {
+    v.require(true, "never ", 1, " built ", std::string("x"))
+        .not_null(at(0), "kv_score")
+        .aligned(at(16), 16, "kv_score")
+        .stride(1024, 1024, 4, "kv_score row stride", "the row width 2 * head_dim =");
+  });
+  CHECK(v.ok());
+  CHECK(passing == 0);
+  v.aligned(at(4), 16, "ring")
+      .not_null(nullptr, "weight")
+      .require(false, "later check")
+      .stride(3, 8, 4, "latent row stride", "head_dim =");
+  CHECK_FALSE(v.ok());
+  CHECK(v.status().code() == kInvalid);
+  CHECK(std::string(v.status().message()) ==
+        "ring address " + kvc::detail::hex_address(at(4)) + " is not aligned to 16 bytes");
+  kvc::detail::Validator w;
+  w.stride(1000, 1024, 4, "kv_score row stride", "the row width 2 * head_dim =");
+  CHECK(std::string(w.status().message()) ==
+        "kv_score row stride 1000 is smaller than the row width 2 * head_dim = 1024");
+  kvc::detail::Validator x;
+  x.stride(1030, 1024, 4, "ring row stride", "the row width 2 * head_dim =");
+  CHECK(std::string(x.status().message()) == "ring row stride 1030 is not a multiple of 4 elements");
+  const kvc::Status moved = std::move(x).status();
+  CHECK(std::string(moved.message()) == "ring row stride 1030 is not a multiple of 4 elements");
+  kvc::detail::Validator y;
+  y.not_null(nullptr, "cache slot");
+  CHECK(std::string(y.status().message()) == "cache slot is null");
+}
+
+// ---------------------------------------------------------------------------------------
+// Op B / fused validation and the validate-once dispatch of kvc::compress / insert / fused.
+
+namespace {
+
+/// A valid fp8_ds_mla record for head dim 512 (vLLM's padded pages: 64 records, 37440 B).
+kvc::RecordArgs valid_record() {
+  kvc::RecordArgs r;
+  r.layout = kvc::CacheLayout::kFp8DsMla;
+  r.cos_sin = at(32768);
+  r.cos_sin_stride = 64;
+  r.cos_sin_rows = 4096;
+  r.cache_slot = kvc::IndexPtr{at(36864), kvc::IndexType::kInt64};
+  r.cache.data = at(40960);
+  r.cache.block_size = 64;
+  r.cache.page_stride = 37440;
+  return r;
+}
+
+kvc::InsertParams valid_insert(int ratio) {
+  kvc::InsertParams b;
+  b.ratio = ratio;
+  b.head_dim = 512;
+  b.num_tokens = 5;
+  b.latent = at<const kvc::bf16_t>(12288);
+  b.latent_stride = 512;
+  b.positions = kvc::IndexPtr{at(4096), kvc::IndexType::kInt64};
+  b.record = valid_record();
+  return b;
+}
+
+std::string message_of(const kvc::Status& s) { return s.message(); }
+
+}  // namespace
+
+TEST_CASE("insert/fused_can_implement: valid calls pass; broken ones give the exact message") {
+  for (int ratio : {1, 2, 4, 128}) {
+    CHECK(kvc::insert_can_implement(valid_insert(ratio)).ok());
+    kvc::FusedParams f{valid_params(ratio), valid_record()};
+    CHECK(kvc::fused_can_implement(f).ok());
+    f.compress.latent = nullptr;  // the fused op may skip the latent
+    CHECK(kvc::fused_can_implement(f).ok());
+  }
+  auto b = valid_insert(2);
+  b.head_dim = 256;
+  CHECK(kvc::insert_can_implement(b).code() == kNotSupported);
+  CHECK(message_of(kvc::insert_can_implement(b)) ==
+        "cache layout fp8_ds_mla holds head dim 512, not 256");
+  b = valid_insert(2);
+  b.record.rope_dim = 32;
+  CHECK(message_of(kvc::insert_can_implement(b)) ==
+        "rope dim 32 is not compiled; the host API supports 64");
+  b = valid_insert(2);
+  b.record.cache.page_stride = 37360;
+  CHECK(message_of(kvc::insert_can_implement(b)) ==
+        "fp8_ds_mla page stride 37360 bytes is smaller than the page, 37376 bytes");
+  b = valid_insert(2);
+  b.record.cache.page_stride = 37448;
+  CHECK(message_of(kvc::insert_can_implement(b)) ==
+        "fp8_ds_mla page stride 37448 bytes is not a multiple of 16");
+  b = valid_insert(2);
+  b.record.cache.num_pages = -2;
+  CHECK(message_of(kvc::insert_can_implement(b)) == "num_pages -2 must be -1 (not given) or >= 0");
+  b = valid_insert(2);
+  b.record.cos_sin_stride = 32;
+  CHECK(message_of(kvc::insert_can_implement(b)) ==
+        "cos_sin row stride 32 is smaller than the rope dim 64");
+  b = valid_insert(2);
+  b.record.cos_sin_rows = 0;
+  CHECK(message_of(kvc::insert_can_implement(b)) == "cos_sin_rows 0 must be >= 1");
+  b = valid_insert(2);
+  b.latent_stride = 514;
+  CHECK(message_of(kvc::insert_can_implement(b)) ==
+        "latent row stride 514 is not a multiple of 8 elements");
+  b = valid_insert(2);
+  b.latent_stride = 500;
+  CHECK(message_of(kvc::insert_can_implement(b)) ==
+        "latent row stride 500 is smaller than head_dim = 512");
+  b = valid_insert(2);
+  b.record.cache_slot.data = nullptr;
+  CHECK(message_of(kvc::insert_can_implement(b)) == "cache slot is null");
+  b = valid_insert(2);
+  b.num_tokens = -3;
+  CHECK(message_of(kvc::insert_can_implement(b)) == "num_tokens -3 is negative");
+  // Record checks come before Op A's in the fused op.
+  kvc::FusedParams f{valid_params(2), valid_record()};
+  f.compress.eps = -1e-6f;
+  CHECK(message_of(kvc::fused_can_implement(f)) == "eps -0.000001 must be finite and >= 0");
+  f.record.cache.block_size = 0;
+  CHECK(message_of(kvc::fused_can_implement(f)) == "cache block size 0 must be >= 1");
+  f = {valid_params(2), valid_record()};
+  f.compress.ring_layout.page_stride = 8 * 1024 - 4;
+  CHECK(message_of(kvc::fused_can_implement(f)) ==
+        "ring page stride 8188 overlaps the next page: it must be >= capacity * row stride = 8192");
+  f.compress.ratio = 3;
+  CHECK(message_of(kvc::fused_can_implement(f)) ==
+        "compress ratio 3 is not one of the compiled ratios {1, 2, 4, 8, 16, 32, 64, 128}; "
+        "instantiate the kernel template for it (see examples/02_custom_ratio)");
+}
+
+TEST_CASE("Op A messages are exact") {
+  auto p = valid_params(2);
+  p.ring_layout.capacity = 1;
+  CHECK(message_of(kvc::compress_can_implement(p)) ==
+        "ring capacity 1 is smaller than the compress ratio 2");
+  p = valid_params(2);
+  p.qsl_size = 1;
+  CHECK(message_of(kvc::compress_can_implement(p)) ==
+        "qsl_size 1 must be num_reqs + 1 >= 2 when compress ratio > 1");
+  p = valid_params(2);
+  p.ring_layout.page_stride = 8210;
+  CHECK(message_of(kvc::compress_can_implement(p)) ==
+        "ring page stride 8210 is not a multiple of 4 elements");
+  p = valid_params(2);
+  p.kv_score = at(4);
+  CHECK(message_of(kvc::compress_can_implement(p)) ==
+        "kv_score address " + kvc::detail::hex_address(at(4)) + " is not aligned to 16 bytes");
+  p = valid_params(2);
+  p.num_tokens = int64_t{1} << 31;
+  CHECK(message_of(kvc::compress_can_implement(p)) ==
+        "num_tokens 2147483648 exceeds the int32 range of qsl");
+  p = valid_params(2);
+  p.head_dim = 384;
+  CHECK(message_of(kvc::compress_can_implement(p)) ==
+        "head dim 384 is not one of the compiled head dims {128, 256, 512}");
+  p = valid_params(1);
+  p.kv_score_stride = 510;
+  CHECK(message_of(kvc::compress_can_implement(p)) ==
+        "kv_score row stride 510 is smaller than the row width head_dim = 512");
+}
+
+TEST_CASE("validating valid params allocates nothing") {
+  const kvc::CompressParams a = valid_params(2);
+  const kvc::InsertParams b = valid_insert(2);
+  const kvc::FusedParams f{valid_params(2), valid_record()};
+  bool ok = true;
+  CHECK(allocations_of([&] { ok = ok && kvc::compress_can_implement(a).ok(); }) == 0);
+  CHECK(allocations_of([&] { ok = ok && kvc::insert_can_implement(b).ok(); }) == 0);
+  CHECK(allocations_of([&] { ok = ok && kvc::fused_can_implement(f).ok(); }) == 0);
+  CHECK(allocations_of([&] { ok = ok && kvc::record_can_implement(b.record, 512).ok(); }) == 0);
+  CHECK(ok);
+  // A failing check builds its message (and may allocate): the counter does see it.
+  auto broken = valid_params(2);
+  broken.ring_layout.page_stride = 8 * 1024 - 4;
+  CHECK(allocations_of([&] { ok = kvc::compress_can_implement(broken).ok(); }) > 0);
+  CHECK_FALSE(ok);
+}
+
+TEST_CASE("validate_dispatch_*: one validation, then the matching instance") {
+  int calls = 0;
+  // Op A: the instance gets Int<R>, Int<D> and the element type.
+  auto a = valid_params(4, 256, kvc::DType::kBFloat16);
+  kvc::Status s = kvc::detail::validate_dispatch_compress(a, [&](auto r, auto d, auto e) {
+    ++calls;
+    CHECK(decltype(r)::value == 4);
+    CHECK(decltype(d)::value == 256);
+    CHECK(std::is_same<decltype(e), kvc::bf16_t>::value);
+    return kvc::Status::invalid("from the instance");
+  });
+  CHECK(calls == 1);
+  CHECK(message_of(s) == "from the instance");  // the instance's status is returned
+  // Failed validation or no tokens: the instance is not called.
+  const auto count = [&](auto...) {
+    ++calls;
+    return kvc::Status::success();
+  };
+  calls = 0;
+  a.weight = nullptr;
+  s = kvc::detail::validate_dispatch_compress(a, count);
+  CHECK(message_of(s) == "weight is null");
+  CHECK(message_of(s) == message_of(kvc::compress_can_implement(a)));
+  a.num_tokens = 0;
+  CHECK(kvc::detail::validate_dispatch_compress(a, count).ok());
+  CHECK(calls == 0);
+  // Op B: Int<R>, Int<D>, the layout type.
+  auto b = valid_insert(2);
+  b.record.layout = kvc::CacheLayout::kBf16Rows;
+  b.record.cache.row_stride = 1024;
+  b.record.cache.page_stride = 64 * 1024;
+  s = kvc::detail::validate_dispatch_insert(b, [&](auto r, auto d, auto layout) {
+    ++calls;
+    CHECK(decltype(r)::value == 2);
+    CHECK(decltype(d)::value == 512);
+    CHECK(std::is_same<decltype(layout), kvc::Bf16RowsLayout<512, 64>>::value);
+    return kvc::Status::success();
+  });
+  CHECK(s.ok());
+  CHECK(calls == 1);
+  b.record.cache.row_stride = 1000;
+  s = kvc::detail::validate_dispatch_insert(b, count);
+  CHECK(message_of(s) == message_of(kvc::insert_can_implement(b)));
+  CHECK(message_of(s) == "bf16 rows: row stride 1000 bytes is smaller than a record, 1024");
+  CHECK(calls == 1);
+  // Fused: Int<R>, Int<D>, element type, layout type.
+  kvc::FusedParams f{valid_params(8), valid_record()};
+  f.compress.latent = nullptr;
+  s = kvc::detail::validate_dispatch_fused(f, [&](auto r, auto d, auto e, auto layout) {
+    ++calls;
+    CHECK(decltype(r)::value == 8);
+    CHECK(decltype(d)::value == 512);
+    CHECK(std::is_same<decltype(e), float>::value);
+    CHECK(std::is_same<decltype(layout), kvc::Fp8DsMlaLayout>::value);
+    return kvc::Status::success();
+  });
+  CHECK(s.ok());
+  CHECK(calls == 2);
+  f.record.cos_sin = nullptr;
+  s = kvc::detail::validate_dispatch_fused(f, count);
+  CHECK(message_of(s) == "cos_sin is null");
+  CHECK(calls == 2);
 }

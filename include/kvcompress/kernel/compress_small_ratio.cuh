@@ -133,10 +133,11 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     }
   }
 
-  // 3. The groups closed in the window (one, except where a chunk boundary falls inside).
-  KVC_PRAGMA_UNROLL
-  for (int i = 0; i < R; ++i) {
-    if (!(close_mask >> i & 1u)) continue;
+  // 3. The groups closed in the window (one, except where a chunk boundary falls inside). A
+  // run-time loop, not unrolled: one copy of the pooling code keeps the kernel small.
+#pragma unroll 1
+  for (unsigned pending_mask = close_mask; pending_mask != 0u; pending_mask &= pending_mask - 1u) {
+    const int i = __ffs(pending_mask) - 1;
     const int64_t t = w0 + i;
     TokenPlan tp{__shfl_sync(kAll, mine.slot, i), __shfl_sync(kAll, mine.pos, i), 0, 0, 0, 0, 0u};
     const int out = __shfl_sync(kAll, count, i);
@@ -163,8 +164,14 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
         kv_first = kv_raw[0];
         score_first = score_raw[0];
       }
-      Array<float, N> kv[2] = {Warp::widen(kv_first), Warp::widen(kv_raw[i])};
-      Array<float, N> score[2] = {Warp::widen(score_first), Warp::widen(score_raw[i])};
+      Array<float, N> kv[2], score[2];
+      KVC_PRAGMA_UNROLL
+      for (int c = 0; c < N; ++c) {  // element-wise selects keep the window's rows in registers
+        kv[0][c] = to_float(kv_first[c]);
+        score[0][c] = to_float(score_first[c]);
+        kv[1][c] = to_float(i == 0 ? kv_raw[0][c] : kv_raw[1][c]);
+        score[1][c] = to_float(i == 0 ? score_raw[0][c] : score_raw[1][c]);
+      }
       pooled = GatedPool<R>::finish(GatedPool<R>::template partial<2>(kv, score));
     } else {
       const bool store_own = (store_mask >> i & 1u) != 0;
@@ -188,9 +195,11 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
 
   if constexpr (!Cfg::kSpeculativeRows && R > 1) {
     // Tail rows of tokens that close no group (a closing token stored its own while pooling).
-    KVC_PRAGMA_UNROLL
-    for (int i = 0; i < R; ++i)
-      if (store_mask >> i & 1u) Warp::copy_row_to_ring(p, w0 + i, __shfl_sync(kAll, mine.slot, i), lane);
+#pragma unroll 1
+    for (; store_mask != 0u; store_mask &= store_mask - 1u) {
+      const int i = __ffs(store_mask) - 1;
+      Warp::copy_row_to_ring(p, w0 + i, __shfl_sync(kAll, mine.slot, i), lane);
+    }
   }
 }
 

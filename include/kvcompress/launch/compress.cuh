@@ -20,11 +20,25 @@ template <int Ratio, int HeadDim, typename In>
 Status check_instance(const CompressParams& p) {
   const DType dtype = std::is_same<In, float>::value ? DType::kFloat32 : DType::kBFloat16;
   if (p.ratio != Ratio || p.head_dim != HeadDim || p.dtype != dtype)
-    return Status::invalid("params (ratio " + std::to_string(p.ratio) + ", head dim " +
-                           std::to_string(p.head_dim) + ", " + dtype_name(p.dtype) +
-                           ") do not match the kernel instance (ratio " + std::to_string(Ratio) +
-                           ", head dim " + std::to_string(HeadDim) + ", " + dtype_name(dtype) + ")");
+    return invalid("params (ratio ", p.ratio, ", head dim ", p.head_dim, ", ",
+                   dtype_name(p.dtype), ") do not match the kernel instance (ratio ", Ratio,
+                   ", head dim ", HeadDim, ", ", dtype_name(dtype), ")");
   return Status::success();
+}
+
+/// The launch of an Op A instance (plain Op A or, with RecordEpilogue, the fused op) for
+/// params that were validated already: grid and window from CompressConfig, then
+/// launch_kernel. launch_compress / launch_fused validate and call it; kvc::compress and
+/// kvc::fused reach it through validate_dispatch_compress / _fused, which validate once.
+template <int Ratio, int HeadDim, typename In, class Epilogue>
+Status launch_compress_unchecked(const char* name, const CompressParams& p, cudaStream_t stream,
+                                 const LaunchOptions& options, const Epilogue& epilogue) {
+  using Cfg = CompressConfig<Ratio, HeadDim, In>;
+  const int window = Cfg::tokens_per_block(p.num_tokens);
+  const int64_t blocks = (p.num_tokens + window - 1) / window;
+  return launch_kernel(name, compress_kernel<Ratio, HeadDim, In, Epilogue>,
+                       dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream, options,
+                       p, epilogue, window);
 }
 
 }  // namespace detail
@@ -42,33 +56,24 @@ Status launch_compress(const CompressParams& p, cudaStream_t stream,
   if (!s.ok()) return s;
   s = detail::compress_check_params(p);
   if (!s.ok()) return s;
-  using Cfg = CompressConfig<Ratio, HeadDim, In>;
-  const int window = Cfg::tokens_per_block(p.num_tokens);
-  const int64_t blocks = (p.num_tokens + window - 1) / window;
-  return detail::launch_kernel("compress_kernel", compress_kernel<Ratio, HeadDim, In, Epilogue>,
-                               dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream,
-                               options, p, epilogue, window);
+  return detail::launch_compress_unchecked<Ratio, HeadDim, In>("compress_kernel", p, stream,
+                                                               options, epilogue);
 }
 
-/// Runs Op A (SPEC §1) on `stream`. Validates first and writes nothing when validation
-/// fails; returns the CUDA launch error otherwise. No host synchronisation and no
-/// allocation, so it can be captured in a CUDA graph. `options.pdl`: programmatic
-/// dependent launch (LaunchOptions).
+/// Runs Op A (SPEC §1) on `stream`. Validates first (once; the checks of
+/// compress_can_implement) and writes nothing when validation fails; returns the CUDA launch
+/// error otherwise. No host synchronisation and no allocation, so it can be captured in a
+/// CUDA graph. `options.pdl`: programmatic dependent launch (LaunchOptions).
 ///
 ///   kvc::CompressParams p;  /* fill in */
 ///   kvc::Status s = kvc::compress(p, stream);
 ///   if (!s.ok()) throw std::runtime_error(s.message());
 template <class Unused = void>  // a template: only a call compiles the instances
 Status compress(const CompressParams& p, cudaStream_t stream, const LaunchOptions& options = {}) {
-  Status s = compress_can_implement(p);
-  if (!s.ok() || p.num_tokens == 0) return s;
-  return dispatch_ratio(p.ratio, [&](auto ratio) {
-    return dispatch_head_dim(p.head_dim, [&](auto head_dim) {
-      return dispatch_dtype(p.dtype, [&](auto element) {
-        return launch_compress<decltype(ratio)::value, decltype(head_dim)::value,
-                               decltype(element)>(p, stream, options);
-      });
-    });
+  return detail::validate_dispatch_compress(p, [&](auto ratio, auto head_dim, auto element) {
+    return detail::launch_compress_unchecked<decltype(ratio)::value, decltype(head_dim)::value,
+                                             decltype(element)>("compress_kernel", p, stream,
+                                                                options, LatentEpilogue{});
   });
 }
 

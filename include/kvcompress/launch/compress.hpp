@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "../core/bit.hpp"
 #include "../core/status.hpp"
@@ -24,11 +25,10 @@ inline int compress_vector_elems(int head_dim, DType dtype) {
 namespace detail {
 
 inline Status check_token_count(int64_t num_tokens) {
-  Validator v;
-  v.require(num_tokens >= 0, "num_tokens " + std::to_string(num_tokens) + " is negative");
-  v.require(num_tokens <= std::numeric_limits<int32_t>::max(),
-            "num_tokens " + std::to_string(num_tokens) + " exceeds the int32 range of qsl");
-  return v.status();
+  if (num_tokens < 0) return invalid("num_tokens ", num_tokens, " is negative");
+  if (num_tokens > std::numeric_limits<int32_t>::max())
+    return invalid("num_tokens ", num_tokens, " exceeds the int32 range of qsl");
+  return Status::success();
 }
 
 /// Op A conditions that hold for any compiled (ratio, head dim): pointers, alignment,
@@ -36,12 +36,12 @@ inline Status check_token_count(int64_t num_tokens) {
 /// `latent_optional`: the fused op may leave `latent` null (no latent written).
 inline Status compress_check_params(const CompressParams& p, bool latent_optional = false) {
   detail::Validator v;
-  v.require(p.ratio >= 1, "compress ratio " + std::to_string(p.ratio) + " must be >= 1")
-      .require(p.head_dim >= 64 && p.head_dim % 32 == 0,
-               "head dim " + std::to_string(p.head_dim) + " must be a multiple of 32, >= 64")
+  v.require(p.ratio >= 1, "compress ratio ", p.ratio, " must be >= 1")
+      .require(p.head_dim >= 64 && p.head_dim % 32 == 0, "head dim ", p.head_dim,
+               " must be a multiple of 32, >= 64")
       .require(p.dtype == DType::kFloat32 || p.dtype == DType::kBFloat16,
                "kv_score dtype must be float32 or bfloat16");
-  if (!v.ok()) return v.status();
+  if (!v.ok()) return std::move(v).status();
   const int vec = compress_vector_elems(p.head_dim, p.dtype);
   const int vec_bytes = vec * dtype_size(p.dtype);
   const int64_t row_width = p.ratio > 1 ? 2 * int64_t{p.head_dim} : p.head_dim;
@@ -57,8 +57,7 @@ inline Status compress_check_params(const CompressParams& p, bool latent_optiona
       .aligned(p.slot.data, index_size(p.slot.type), "slot")
       .not_null(p.weight, "weight")
       .aligned(p.weight, bf16_vec_bytes, "weight")
-      .require(std::isfinite(p.eps) && p.eps >= 0.f,
-               "eps " + std::to_string(p.eps) + " must be finite and >= 0");
+      .require(std::isfinite(p.eps) && p.eps >= 0.f, "eps ", p.eps, " must be finite and >= 0");
   if (!(latent_optional && p.latent == nullptr))
     v.not_null(p.latent, "latent")
         .aligned(p.latent, bf16_vec_bytes, "latent")
@@ -66,24 +65,41 @@ inline Status compress_check_params(const CompressParams& p, bool latent_optiona
   if (p.ratio > 1) {
     const RingLayout& r = p.ring_layout;
     v.not_null(p.qsl, "qsl")
-        .require(p.qsl_size >= 2, "qsl_size " + std::to_string(p.qsl_size) +
-                                      " must be num_reqs + 1 >= 2 when compress ratio > 1")
+        .require(p.qsl_size >= 2, "qsl_size ", p.qsl_size,
+                 " must be num_reqs + 1 >= 2 when compress ratio > 1")
         .not_null(p.req, "req")
         .not_null(p.ring, "ring")
         .aligned(p.ring, vec_bytes, "ring")
-        .require(r.capacity >= p.ratio, "ring capacity " + std::to_string(r.capacity) +
-                                            " is smaller than the compress ratio " +
-                                            std::to_string(p.ratio))
+        .require(r.capacity >= p.ratio, "ring capacity ", r.capacity,
+                 " is smaller than the compress ratio ", p.ratio)
         .stride(r.row_stride, row_width, vec, "ring row stride", "the row width 2 * head_dim =")
-        .require(r.page_stride >= int64_t{r.capacity} * r.row_stride,
-                 "ring page stride " + std::to_string(r.page_stride) +
-                     " overlaps the next page: it must be >= capacity * row stride = " +
-                     std::to_string(int64_t{r.capacity} * r.row_stride))
-        .require(r.page_stride % vec == 0, "ring page stride " + std::to_string(r.page_stride) +
-                                               " is not a multiple of " + std::to_string(vec) +
-                                               " elements");
+        .require(r.page_stride >= int64_t{r.capacity} * r.row_stride, "ring page stride ",
+                 r.page_stride, " overlaps the next page: it must be >= capacity * row stride = ",
+                 int64_t{r.capacity} * r.row_stride)
+        .require(r.page_stride % vec == 0, "ring page stride ", r.page_stride,
+                 " is not a multiple of ", vec, " elements");
   }
-  return v.status();
+  return std::move(v).status();
+}
+
+/// What kvc::compress does before its launch, validating once: the checks of
+/// compress_can_implement in its order, then the runtime -> compile-time dispatch. For valid
+/// params with num_tokens > 0 it returns `instance(Int<R>{}, Int<D>{}, In{})` (In = float or
+/// bf16_t); otherwise the failed check's Status, or success for num_tokens == 0.
+/// kvc::compress passes the launch of the instance, compress_can_implement nothing, and
+/// bench/kvc_host_cost.cpp a no-op to time the host work of a call.
+template <class Instance>
+Status validate_dispatch_compress(const CompressParams& p, Instance&& instance) {
+  Status s = check_token_count(p.num_tokens);
+  if (!s.ok() || p.num_tokens == 0) return s;
+  return dispatch_ratio(p.ratio, [&](auto ratio) {
+    return dispatch_head_dim(p.head_dim, [&](auto head_dim) {
+      Status c = compress_check_params(p);
+      if (!c.ok()) return c;
+      return dispatch_dtype(p.dtype,
+                            [&](auto element) { return instance(ratio, head_dim, element); });
+    });
+  });
 }
 
 }  // namespace detail
@@ -91,14 +107,9 @@ inline Status compress_check_params(const CompressParams& p, bool latent_optiona
 /// Checks every condition of SPEC §4 for Op A that can be checked without reading device
 /// memory, including that (ratio, head dim) is in the compiled lists of kvc::compress.
 /// Returns success for num_tokens == 0 (a no-op) without looking at the pointers.
+/// Builds a message only when a check fails; valid params cost no allocation.
 inline Status compress_can_implement(const CompressParams& p) {
-  Status s = detail::check_token_count(p.num_tokens);
-  if (!s.ok() || p.num_tokens == 0) return s;
-  s = dispatch_ratio(p.ratio, [](auto) { return Status::success(); });
-  if (!s.ok()) return s;
-  s = dispatch_head_dim(p.head_dim, [](auto) { return Status::success(); });
-  if (!s.ok()) return s;
-  return detail::compress_check_params(p);
+  return detail::validate_dispatch_compress(p, [](auto, auto, auto) { return Status::success(); });
 }
 
 }  // namespace kvc

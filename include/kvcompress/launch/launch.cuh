@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "../core/status.hpp"
@@ -19,14 +20,32 @@ inline Status launch_status(const char* kernel, cudaError_t err = cudaSuccess) {
 }
 
 /// Whether the current device runs programmatic dependent launches (sm_90 and newer).
+/// The compute capability of a device ordinal does not change while the process runs, so
+/// the answer is cached per ordinal (the current device is still asked for on every call);
+/// a failed query is not cached.
 inline bool device_supports_pdl() {
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+  constexpr int kCachedDevices = 64;
+  // 0 = not asked yet, 1 = no PDL, 2 = PDL. Constant-initialised ("= {}"; without it g++
+  // -std=c++17 guards the static), so the lookup is one relaxed load.
+  static std::atomic<signed char> cache[kCachedDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
     (void)cudaGetLastError();  // leave no sticky error behind for the launch check
     return false;
   }
-  return major >= 9;
+  const bool cached = device >= 0 && device < kCachedDevices;
+  if (cached) {
+    const signed char known = cache[device].load(std::memory_order_relaxed);
+    if (known != 0) return known == 2;
+  }
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  const bool pdl = major >= 9;
+  if (cached) cache[device].store(static_cast<signed char>(pdl ? 2 : 1), std::memory_order_relaxed);
+  return pdl;
 }
 
 /// Launches `kernel<<<grid, block, 0, stream>>>(args...)`, with the programmatic stream

@@ -1,11 +1,25 @@
 // kvcompress — small helpers for can_implement(): the first violated condition wins.
+//
+// A check costs a comparison when it holds: its message is given as pieces (strings,
+// numbers, Hex addresses) that are only formatted when the condition fails, so validating
+// valid arguments formats nothing and allocates nothing.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 
 #include "../core/status.hpp"
+
+// Marks the functions that build failure messages: kept out of line and off the hot path.
+#if defined(__GNUC__) || defined(__clang__)
+#define KVC_COLD_NOINLINE __attribute__((cold, noinline))
+#elif defined(_MSC_VER)
+#define KVC_COLD_NOINLINE __declspec(noinline)
+#else
+#define KVC_COLD_NOINLINE
+#endif
 
 namespace kvc {
 namespace detail {
@@ -16,33 +30,67 @@ inline std::string hex_address(const void* p) {
   return buf;
 }
 
+/// A message piece: the address `p` as printf's %p writes it.
+struct Hex {
+  const void* p;
+};
+
+inline void append_piece(std::string& s, const char* piece) { s += piece; }
+inline void append_piece(std::string& s, const std::string& piece) { s += piece; }
+inline void append_piece(std::string& s, Hex piece) { s += hex_address(piece.p); }
+/// Numbers as std::to_string writes them (integers in decimal, floats with "%f").
+template <class T, std::enable_if_t<std::is_arithmetic<T>::value && !std::is_same<T, bool>::value &&
+                                        !std::is_same<T, char>::value,
+                                    int> = 0>
+void append_piece(std::string& s, T piece) {
+  s += std::to_string(piece);
+}
+
+/// Concatenates message pieces: message("stride ", 1026, " is odd") == "stride 1026 is odd".
+/// Call it only on a failure path; Validator::require does.
+template <class... Pieces>
+KVC_COLD_NOINLINE std::string message(const Pieces&... pieces) {
+  std::string s;
+  (append_piece(s, pieces), ...);
+  return s;
+}
+
+/// Status::invalid(message(pieces...)), built out of line.
+template <class... Pieces>
+KVC_COLD_NOINLINE Status invalid(const Pieces&... pieces) {
+  return Status::invalid(message(pieces...));
+}
+
 /// Collects the first failed condition; later checks are skipped once one failed.
+///
+///   Validator v;
+///   v.not_null(p.weight, "weight").require(p.eps >= 0.f, "eps ", p.eps, " must be >= 0");
+///   return v.status();
 class Validator {
  public:
   bool ok() const { return status_.ok(); }
-  const Status& status() const { return status_; }
+  const Status& status() const& { return status_; }
+  Status status() && { return static_cast<Status&&>(status_); }
 
-  Validator& require(bool condition, const std::string& message) {
-    if (ok() && !condition) status_ = Status::invalid(message);
+  /// Fails with the concatenation of `pieces` (see message()) unless `condition` holds.
+  template <class... Pieces>
+  Validator& require(bool condition, const Pieces&... pieces) {
+    if (!condition && ok()) status_ = invalid(pieces...);
     return *this;
   }
   Validator& not_null(const void* p, const char* name) {
-    return require(p != nullptr, std::string(name) + " is null");
+    return require(p != nullptr, name, " is null");
   }
   Validator& aligned(const void* p, int bytes, const char* name) {
     return require(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes) == 0,
-                   std::string(name) + " address " + hex_address(p) + " is not aligned to " +
-                       std::to_string(bytes) + " bytes");
+                   name, " address ", Hex{p}, " is not aligned to ", bytes, " bytes");
   }
   /// A row stride in elements: at least `min_elems`, and a multiple of `multiple`.
   Validator& stride(int64_t value, int64_t min_elems, int64_t multiple, const char* name,
                     const char* min_what) {
-    require(value >= min_elems, std::string(name) + " " + std::to_string(value) +
-                                    " is smaller than " + min_what + " " +
-                                    std::to_string(min_elems));
-    return require(value % multiple == 0, std::string(name) + " " + std::to_string(value) +
-                                              " is not a multiple of " +
-                                              std::to_string(multiple) + " elements");
+    require(value >= min_elems, name, " ", value, " is smaller than ", min_what, " ", min_elems);
+    return require(value % multiple == 0, name, " ", value, " is not a multiple of ", multiple,
+                   " elements");
   }
 
  private:
