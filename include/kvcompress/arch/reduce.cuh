@@ -1,6 +1,8 @@
 // kvcompress — warp-level all-reductions.
 #pragma once
 
+#include <cstdint>
+
 #include "../config.hpp"
 
 namespace kvc {
