@@ -22,7 +22,7 @@ if [[ ${#cases[@]} -eq 0 ]]; then
   )
 fi
 sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
-          --section MemoryWorkloadAnalysis --section SchedulerStats --section SourceCounters)
+          --section MemoryWorkloadAnalysis --section SchedulerStats --section SourceCounters --section InstructionStats)
 n=0
 for c in "${cases[@]}"; do
   IFS='|' read -r kernel shape ratio op <<<"$c"
@@ -72,5 +72,5 @@ for i in sorted(top):
     print(f"{i:5d} {100 * num(r[samp]) / total:5.1f}%  {r[src].strip()}")
 EOF
   rm -f "$out/$name.sass.csv"
-  grep -E 'Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit Registers|Warp Cycles Per Issued|Stall' "$out/$name.txt" | head -30
+  grep -E 'Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit Registers|Warp Cycles Per Issued|Executed Instructions|Stall' "$out/$name.txt" | head -30
 done

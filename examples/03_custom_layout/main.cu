@@ -75,7 +75,8 @@ struct E4m3RowScaleLayout {
     return kvc::Status::success();
   }
 
-  // Device side: every lane of the warp calls store() with its part of the row.
+  // Device side: every thread holding the row (Row::kThreads of them: a warp, or the
+  // kernel's whole block) calls store() with its part of the row.
   template <class Row>
   KVC_DEVICE static void store(const kvc::CacheParams& c, int64_t page, int64_t row,
                                const Row& frag) {
@@ -87,9 +88,9 @@ struct E4m3RowScaleLayout {
     KVC_PRAGMA_UNROLL
     for (int i = 0; i < Row::kVecs * E; ++i)
       amax = fmaxf(amax, fabsf(kvc::bf16_to_float(frag.bits[i])));
-    // Shuffles over all 32 lanes: each lane gets the row's amax (max is exact, so every
-    // lane derives the same scale bits).
-    amax = frag.template group_max<32>(amax);
+    // A reduction over all the row's threads: each gets the row's amax (max is exact, so
+    // every thread derives the same scale bits).
+    amax = frag.template group_max<Row::kThreads>(amax);
     const float scale = scale_of(amax);
     const float inverse = 1.0f / scale;  // once, then multiply (as kvc::Fp8RowsLayout does)
 
@@ -99,8 +100,8 @@ struct E4m3RowScaleLayout {
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e)
         q[e] = Row::Convert::convert(kvc::bf16_to_float(frag.bits[v * E + e]) * inverse);
-      // Run v of this lane starts at channel run_start(lane, v): one vector store per run,
-      // coalesced across the warp.
+      // Run v of this thread starts at channel run_start(lane, v): one vector store per
+      // run, coalesced across the threads.
       Row::store_bytes(dst + Row::run_start(frag.lane, v), q);
     }
     if (frag.lane == 0) *reinterpret_cast<float*>(dst + kScaleOffset) = scale;

@@ -32,39 +32,45 @@ struct CompressConfig {
   static_assert(Ratio >= 1, "ratio must be positive");
   static_assert(HeadDim % 32 == 0 && HeadDim >= 64, "head dim must be a multiple of 32, >= 64");
   using Element = In;
-  static constexpr int kChannels = HeadDim / 32;  // channels of a row per lane
-  static constexpr int kVecElems =  // elements per vector access (16 B at most)
-      largest_pow2_divisor(kChannels, 16 / int(sizeof(In)));
-  static constexpr int kVecs = kChannels / kVecElems;  // vector accesses per lane per half row
-  static_assert(kChannels % kVecElems == 0, "head dim must split into whole vectors per lane");
-  static_assert(kVecElems % 2 == 0, "bf16 pairs");
   static constexpr bool kGated = Ratio > 1;
   static constexpr int kRowWidth = kGated ? 2 * HeadDim : HeadDim;  // elements of a kv_score row
   static constexpr bool kSplitGroup = Ratio >= 16;
-  // Split groups over up to 8 warps (a power of two dividing the ratio, for the merge tree).
-  static constexpr int kWarps = kSplitGroup ? largest_pow2_divisor(Ratio, 8) : 4;
+  // Threads holding one row. Small ratios: a whole 4-warp block per row (4 channels per
+  // thread at head dim 512), so the group's pooling, norm and epilogue are a quarter of a
+  // warp's instruction stream each — at decode that stream is the critical path
+  // (bench/NOTES.md 15). Split groups: one warp per row (the block splits the members).
+  static constexpr int kRowThreads = kSplitGroup ? 32 : default_row_threads(HeadDim);
+  static constexpr int kChannels = HeadDim / kRowThreads;  // channels of a row per thread
+  static constexpr int kVecElems =  // elements per vector access (16 B at most)
+      largest_pow2_divisor(kChannels, 16 / int(sizeof(In)));
+  static constexpr int kVecs = kChannels / kVecElems;  // vector accesses per thread per half row
+  static_assert(kChannels % kVecElems == 0, "head dim must split into whole vectors per thread");
+  static_assert(kVecElems % 2 == 0, "bf16 pairs");
+  // Split groups over up to 8 warps (a power of two dividing the ratio, for the merge tree);
+  // small ratios: the block is the row's threads.
+  static constexpr int kWarps = kSplitGroup ? largest_pow2_divisor(Ratio, 8) : kRowThreads / 32;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMembersPerWarp = kSplitGroup ? Ratio / kWarps : Ratio;
-  // Members whose rows are loaded together: about 64 floats of input per lane in flight.
+  // Members whose rows are loaded together: about 64 floats of input per thread in flight.
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
   static constexpr int kBatch = largest_divisor(kMembersPerWarp, kBatchWanted);
   static_assert(kMembersPerWarp % kBatch == 0, "members per warp must be a multiple of the batch");
-  // Small ratios: each warp owns a window of Ratio consecutive tokens (about one group),
-  // kWarps windows per block. Large ratios: 2 tokens per warp, so a decode batch spreads its
-  // ring copies and rare closings over many blocks. R-token windows for large split-group
-  // calls were measured and were slower (bench/NOTES.md 8), so every call uses kSmallWindow.
-  static constexpr int kSmallWindow = kSplitGroup ? 2 * kWarps : Ratio * kWarps;
+  // Small ratios: each block owns a window of Ratio consecutive tokens (about one group).
+  // Large ratios: 2 tokens per warp, so a decode batch spreads its ring copies and rare
+  // closings over many blocks. R-token windows for large split-group calls were measured
+  // and were slower (bench/NOTES.md 8), so every call uses kSmallWindow.
+  static constexpr int kSmallWindow = kSplitGroup ? 2 * kWarps : Ratio;
   static constexpr int kMaxTokensPerBlock = kSmallWindow;
   /// The window the launch uses for a call of `num_tokens` tokens (<= kMaxTokensPerBlock).
   KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t /*num_tokens*/) { return kSmallWindow; }
-  // Small ratios up to 2 load every row of a warp's window together with its indices (one
+  // Small ratios up to 2 load every row of a block's window together with its indices (one
   // round trip for a decode group whose rows are all in the input); larger ones would hold
   // Ratio rows in registers and load members after the indices instead.
   static constexpr bool kSpeculativeRows = !kSplitGroup && Ratio <= 2;
 
-  /// Channel held by fragment element i of `lane` (vector v = i / kVecElems).
+  /// Channel held by fragment element i of thread `lane` (vector v = i / kVecElems).
   KVC_HOST_DEVICE static constexpr int channel(int lane, int i) {
-    return (i / kVecElems) * 32 * kVecElems + lane * kVecElems + i % kVecElems;
+    return (i / kVecElems) * kRowThreads * kVecElems + lane * kVecElems + i % kVecElems;
   }
 };
 
@@ -121,15 +127,16 @@ struct CompressWarp {
   static constexpr int N = Cfg::kChannels;
   static constexpr int E = Cfg::kVecElems;
   using Raw = Array<In, N>;
-  using Row = RowFragment<HeadDim, E>;
+  using Row = RowFragment<HeadDim, E, Cfg::kRowThreads>;
 
-  // Half a row (kv or score) of this lane, read-only path (kv_score) or plain (ring).
+  // `lane` below is the thread's index among the row's Cfg::kRowThreads threads.
+  // Half a row (kv or score) of this thread, read-only path (kv_score) or plain (ring).
   template <bool ReadOnly>
   static KVC_DEVICE Raw load_half(const In* half, int lane) {
     Raw out;
     KVC_PRAGMA_UNROLL
     for (int v = 0; v < Cfg::kVecs; ++v) {
-      const In* src = half + v * 32 * E + lane * E;
+      const In* src = half + Row::run_start(lane, v);
       const Array<In, E> vec = ReadOnly ? arch::load_readonly<E>(src) : arch::load<E>(src);
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) out[v * E + e] = vec[e];
@@ -143,7 +150,7 @@ struct CompressWarp {
       Array<In, E> vec;
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) vec[e] = x[v * E + e];
-      arch::store<E>(half + v * 32 * E + lane * E, vec);
+      arch::store<E>(half + Row::run_start(lane, v), vec);
     }
   }
 
@@ -234,10 +241,11 @@ struct CompressWarp {
     return w;
   }
 
-  /// RMSNorm of a pooled row held by one warp, rounded to bf16 (the latent row).
+  /// RMSNorm of a pooled row held by the row's threads, rounded to bf16 (the latent row).
+  /// Every thread of the row takes part (a block-wide sum when the row spans the block).
   static KVC_DEVICE Row normalize(const CompressParams& p, const Array<uint16_t, N>& weight,
                                   const Array<float, N>& pooled, int lane) {
-    const float total = arch::group_sum<32>(RmsNorm<HeadDim>::sum_squares(pooled));
+    const float total = arch::row_sum<Cfg::kRowThreads>(RmsNorm<HeadDim>::sum_squares(pooled));
     const float inv_rms = RmsNorm<HeadDim>::inv_rms(total, p.eps);
     Row row;
     row.bits = arch::to_bf16(RmsNorm<HeadDim>::apply(pooled, inv_rms, weight));
@@ -247,10 +255,12 @@ struct CompressWarp {
   }
 
   /// The deferred tail stores of a head group, after its ring reads: every tail token of
-  /// the chunk whose store collides with a row the head group read. Lanes test 32 tokens
-  /// at a time; the whole warp copies each hit. `part`/`parts` split the hits over warps.
+  /// the chunk whose store collides with a row the head group read. The lanes of each warp
+  /// test 32 tokens at a time; the row's threads (`thread`, their channel index) copy each
+  /// hit. `part`/`parts` split the hits over the warps of a split-group block (each warp a
+  /// whole row there).
   static KVC_DEVICE void deferred_stores(const CompressParams& p, const TokenPlan& head,
-                                         int lane, int part, int parts) {
+                                         int lane, int thread, int part, int parts) {
     const int capacity = p.ring_layout.capacity;
     HeadReads h;
     h.active = true;
@@ -272,7 +282,7 @@ struct CompressWarp {
         const int src_lane = __ffs(mask) - 1;
         mask &= mask - 1u;
         const int64_t hit_slot = __shfl_sync(0xffffffffu, slot, src_lane);
-        if (hit_index++ % parts == part) copy_row_to_ring(p, base + src_lane, hit_slot, lane);
+        if (hit_index++ % parts == part) copy_row_to_ring(p, base + src_lane, hit_slot, thread);
       }
     }
   }
@@ -281,30 +291,33 @@ struct CompressWarp {
 }  // namespace detail
 
 /// Op A's epilogue: stores the bf16 latent row (skipped when `latent` is null, which only
-/// the fused op allows). An epilogue has two steps: `begin(p, t, pos, lane)` right after the
-/// closing token's indices are known, to issue its own loads while the group's rows are in
-/// flight, and `operator()` with the warp's finished row and what begin returned.
+/// the fused op allows). An epilogue has two steps: `begin<Ratio, Row>(p, t, pos, lane)`
+/// right after the closing token's indices are known, to issue its own loads while the
+/// group's rows are in flight, and `operator()` with the finished Row (a RowFragment, the
+/// calling thread's part of the row) and what begin returned. Every thread holding the row
+/// calls both, with the same t and pos.
 struct LatentEpilogue {
   struct Pending {};
-  template <int Ratio, int HeadDim, int E>
+  template <int Ratio, class Row>
   KVC_DEVICE Pending begin(const CompressParams&, int64_t /*t*/, int64_t /*pos*/, int /*lane*/) const {
     return {};
   }
-  template <int Ratio, int HeadDim, int E>
+  template <int Ratio, class Row>
   KVC_DEVICE void operator()(const CompressParams& p, int64_t t, int64_t /*pos*/, const Pending&,
-                             const RowFragment<HeadDim, E>& row) const {
+                             const Row& row) const {
     store(p, t, row);
   }
-  template <int HeadDim, int E>
-  KVC_DEVICE static void store(const CompressParams& p, int64_t t, const RowFragment<HeadDim, E>& row) {
+  template <class Row>
+  KVC_DEVICE static void store(const CompressParams& p, int64_t t, const Row& row) {
     if (p.latent == nullptr) return;
+    constexpr int E = Row::kVecElems;
     uint16_t* dst = reinterpret_cast<uint16_t*>(p.latent) + t * p.latent_stride;
     KVC_PRAGMA_UNROLL
-    for (int v = 0; v < RowFragment<HeadDim, E>::kVecs; ++v) {
+    for (int v = 0; v < Row::kVecs; ++v) {
       Array<uint16_t, E> vec;
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) vec[e] = row.bits[v * E + e];
-      arch::store<E>(dst + RowFragment<HeadDim, E>::run_start(row.lane, v), vec);
+      arch::store<E>(dst + Row::run_start(row.lane, v), vec);
     }
   }
 };

@@ -1,8 +1,14 @@
-// kvcompress — Op A for small ratios (R < 16): one warp per window of R consecutive tokens.
+// kvcompress — Op A for small ratios (R < 16): one block per window of R consecutive tokens.
 //
-// A decode step is a chain of dependent memory round trips, so this mapping keeps it to two:
-//  1. one round trip: the lanes load the window's indices (lane i < R: token w0 + i's slot,
-//     position and request, and the requests of the tokens C ahead, C - R + 1 behind and
+// The block's threads share the rows: thread k (0 .. CompressConfig::kRowThreads - 1) holds
+// channels of every row of the window (4 of 512 per thread), so the pooling, the norm and
+// the epilogue of a group are split four ways; every warp makes the index decisions below
+// for itself (the same loads, the same results, no barrier), so the warps never wait on
+// each other except in the RMSNorm sum. A decode step is a chain of dependent memory round
+// trips and one group's instruction stream, so this mapping keeps it to two round trips
+// and a quarter of the instructions:
+//  1. one round trip: the lanes of each warp load the window's indices (lane i < R: token
+//     w0 + i's slot, position and request, and the requests of the tokens C ahead, C - R + 1 behind and
 //     C - R + 1 ahead of it; lanes R .. 2R-2: the requests of the R - 1 tokens before the
 //     window), the end of the real tokens qsl[num_reqs], the RMSNorm weight, and for
 //     R <= 2 the window's own input rows;
@@ -41,15 +47,16 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   using Raw = typename Warp::Raw;
   constexpr int R = Ratio;
   constexpr int N = Cfg::kChannels;
-  constexpr int E = Cfg::kVecElems;
   constexpr int kRows = Cfg::kSpeculativeRows ? R : 1;
   constexpr unsigned kAll = 0xffffffffu;
   static_assert(!Cfg::kSplitGroup && 2 * R - 1 <= 32, "small-ratio path: a window fits in a warp");
+  static_assert(Cfg::kThreads == Cfg::kRowThreads, "the block is the row's threads");
 
-  const int lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % 32;  // index roles (one token per lane)
+  const int thread = threadIdx.x;     // channel slice of every row (kRowThreads == blockDim.x)
   const int64_t T = p.num_tokens;
-  const int64_t w0 = (static_cast<int64_t>(blockIdx.x) * Cfg::kWarps + threadIdx.x / 32) * R;
-  if (w0 >= T) return;  // warp-uniform
+  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * R;
+  if (w0 >= T) return;  // block-uniform
   [[maybe_unused]] const int C = p.ring_layout.capacity;
   [[maybe_unused]] const int reach = C - R + 1;  // a tail store can hit a head row only this far in
 
@@ -74,14 +81,14 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   int64_t real_end = T;  // tokens at or past it (trailing padding) belong to no chunk
   if constexpr (R > 1) real_end = p.qsl[p.qsl_size - 1];
   const Array<uint16_t, N> weight =
-      Warp::template load_weight<true>(reinterpret_cast<const uint16_t*>(p.weight), lane);
+      Warp::template load_weight<true>(reinterpret_cast<const uint16_t*>(p.weight), thread);
   [[maybe_unused]] Raw kv_raw[kRows], score_raw[kRows];
   if constexpr (Cfg::kSpeculativeRows) {
     KVC_PRAGMA_UNROLL
     for (int i = 0; i < R; ++i) {
       const In* row = Warp::input_row(p, w0 + i < T ? w0 + i : T - 1);
-      kv_raw[i] = Warp::template load_half<true>(row, lane);
-      if constexpr (R > 1) score_raw[i] = Warp::template load_half<true>(row + HeadDim, lane);
+      kv_raw[i] = Warp::template load_half<true>(row, thread);
+      if constexpr (R > 1) score_raw[i] = Warp::template load_half<true>(row + HeadDim, thread);
     }
   }
 
@@ -128,8 +135,8 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     for (int i = 0; i < R; ++i) {
       if (!(store_mask >> i & 1u)) continue;
       In* dst = Warp::ring_row(p, p.ring_layout.slot_offset(__shfl_sync(kAll, mine.slot, i)));
-      Warp::store_half(dst, lane, kv_raw[i]);
-      Warp::store_half(dst + HeadDim, lane, score_raw[i]);
+      Warp::store_half(dst, thread, kv_raw[i]);
+      Warp::store_half(dst + HeadDim, thread, score_raw[i]);
     }
   }
 
@@ -142,7 +149,7 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     TokenPlan tp{__shfl_sync(kAll, mine.slot, i), __shfl_sync(kAll, mine.pos, i), 0, 0, 0, 0, 0u};
     const int out = __shfl_sync(kAll, count, i);
     tp.chunk_first = static_cast<int32_t>(t - (R - 1) + out);  // first member that is an input row
-    const auto pending = epilogue.template begin<Ratio, HeadDim, E>(p, t, tp.pos, lane);
+    const auto pending = epilogue.template begin<Ratio, typename Warp::Row>(p, t, tp.pos, thread);
     Array<float, N> pooled;
     if constexpr (R == 1) {
       pooled = Warp::widen(kv_raw[0]);
@@ -154,12 +161,12 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
       if (out > 0) {
         const In* row = Warp::ring_row(
             p, p.ring_layout.position_offset(p.ring_layout.block_of(tp.slot), tp.pos - 1));
-        kv_first = Warp::template load_half<false>(row, lane);
-        score_first = Warp::template load_half<false>(row + HeadDim, lane);
+        kv_first = Warp::template load_half<false>(row, thread);
+        score_first = Warp::template load_half<false>(row + HeadDim, thread);
       } else if (i == 0) {
         const In* row = Warp::input_row(p, t - 1);
-        kv_first = Warp::template load_half<true>(row, lane);
-        score_first = Warp::template load_half<true>(row + HeadDim, lane);
+        kv_first = Warp::template load_half<true>(row, thread);
+        score_first = Warp::template load_half<true>(row + HeadDim, thread);
       } else {
         kv_first = kv_raw[0];
         score_first = score_raw[0];
@@ -176,19 +183,21 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     } else {
       const bool store_own = (store_mask >> i & 1u) != 0;
       store_mask &= ~(1u << i);  // stored by pool_members on the way
-      pooled = GatedPool<R>::finish(Warp::pool_members(p, t, tp, 0, R, store_own, lane));
+      pooled = GatedPool<R>::finish(Warp::pool_members(p, t, tp, 0, R, store_own, thread));
     }
-    epilogue.template operator()<Ratio>(p, t, tp.pos, pending, Warp::normalize(p, weight, pooled, lane));
+    epilogue.template operator()<Ratio, typename Warp::Row>(p, t, tp.pos, pending,
+                                                           Warp::normalize(p, weight, pooled, thread));
     if constexpr (R > 1) {
       if (deferred_mask >> i & 1u) {
-        __syncwarp();  // every lane's ring reads precede the deferred overwrites
+        // Each thread overwrites only the channels it read itself (the same slice), after
+        // its reads in program order.
         const int64_t first = p.qsl[p.req[t]];
         const int64_t end = p.qsl[p.req[t] + 1];
         tp.chunk_start = tp.pos - (t - first);
         tp.chunk_first = static_cast<int32_t>(first);
         tp.chunk_end = static_cast<int32_t>(end);
         tp.tail_begin = static_cast<int32_t>(end - C > first ? end - C : first);
-        Warp::deferred_stores(p, tp, lane, 0, 1);
+        Warp::deferred_stores(p, tp, lane, thread, 0, 1);
       }
     }
   }
@@ -198,7 +207,7 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
 #pragma unroll 1
     for (; store_mask != 0u; store_mask &= store_mask - 1u) {
       const int i = __ffs(store_mask) - 1;
-      Warp::copy_row_to_ring(p, w0 + i, __shfl_sync(kAll, mine.slot, i), lane);
+      Warp::copy_row_to_ring(p, w0 + i, __shfl_sync(kAll, mine.slot, i), thread);
     }
   }
 }

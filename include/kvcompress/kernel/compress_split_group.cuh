@@ -177,12 +177,12 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
           __syncthreads();
         }
         if (warp == 0) {
-          const auto pending = epilogue.template begin<Ratio, HeadDim, E>(p, t, tp.pos, lane);
+          const auto pending = epilogue.template begin<Ratio, typename Warp::Row>(p, t, tp.pos, lane);
           const Array<uint16_t, N> weight = Warp::template load_weight<false>(weight_smem, lane);
-          epilogue.template operator()<Ratio>(
+          epilogue.template operator()<Ratio, typename Warp::Row>(
               p, t, tp.pos, pending, Warp::normalize(p, weight, GatedPool<Ratio>::finish(state), lane));
         }
-        if (tp.flags & kIsHead) Warp::deferred_stores(p, tp, lane, warp, Cfg::kWarps);
+        if (tp.flags & kIsHead) Warp::deferred_stores(p, tp, lane, lane, warp, Cfg::kWarps);
       }
     }
   }

@@ -16,33 +16,31 @@ template <class Layout>
 struct RecordEpilogue {
   RecordArgs record;
 
-  template <int HeadDim>
+  template <class Row>
   struct Pending {
     int64_t slot;  // cache slot of the closing token
-    RopeAngles<HeadDim> angles;
+    RopeAngles<Row> angles;
   };
 
   // The cache slot and the angles depend only on the token and its position: they are
   // loaded while the group's rows are in flight, not after the row is finished.
-  template <int Ratio, int HeadDim, int E>
-  KVC_DEVICE Pending<HeadDim> begin(const CompressParams&, int64_t t, int64_t pos, int lane) const {
-    Pending<HeadDim> pending;
+  template <int Ratio, class Row>
+  KVC_DEVICE Pending<Row> begin(const CompressParams&, int64_t t, int64_t pos, int lane) const {
+    Pending<Row> pending;
     pending.slot = record.cache_slot.load(t);
     const int64_t rope_pos = (pos / Ratio) * Ratio;
     pending.angles = {};
-    if (rope_pos < record.cos_sin_rows)
-      pending.angles = detail::record_angles<Layout, RowFragment<HeadDim, E>>(record, lane, rope_pos);
+    if (rope_pos < record.cos_sin_rows) pending.angles = detail::record_angles<Layout, Row>(record, lane, rope_pos);
     return pending;
   }
 
-  template <int Ratio, int HeadDim, int E>
+  template <int Ratio, class Row>
   KVC_DEVICE void operator()(const CompressParams& p, int64_t t, int64_t pos,
-                             const Pending<HeadDim>& pending,
-                             const RowFragment<HeadDim, E>& row) const {
+                             const Pending<Row>& pending, const Row& row) const {
     LatentEpilogue::store(p, t, row);
     int64_t group_pos;
     if (detail::record_target<Ratio>(record, pos, pending.slot, group_pos)) {
-      RowFragment<HeadDim, E> out = row;
+      Row out = row;
       out.sanitize = record.sanitize;
       detail::write_record<Layout>(record, out, pending.slot, pending.angles);
     }

@@ -1,14 +1,18 @@
 // kvcompress — Op B kernel: rope, quantize, insert (SPEC §2).
 //
-// Work mapping. A warp owns a window of consecutive tokens, one token's indices per lane:
-//  1. one round trip: each lane loads its token's cache slot and position, and the warp
-//     ballots the tokens that write a record (at ratio R one in R closes a group);
+// Work mapping. A block owns a window of consecutive tokens and its threads share every
+// record: thread k (0 .. InsertConfig::kRowThreads - 1) holds 4 of a record's 512 channels,
+// so rotating and quantizing one record is a quarter of a warp's instruction stream (at
+// decode that stream is the critical path, bench/NOTES.md 15).
+//  1. one round trip: in every warp, each lane loads its token's cache slot and position,
+//     and the warp ballots the tokens that write a record (at ratio R one in R closes a
+//     group); every warp finds the same writers, so no barrier is needed;
 //  2. per record: the latent row and the angles of its group position in one round trip,
 //     the next record's loads issued before the current record is rotated, quantized and
-//     stored (vector stores straight from registers; no shared memory, no barrier).
-// The window is a launch argument: R tokens per warp for small calls (decode: one record
-// per warp, the work spread over many warps), growing to 32 for large calls while the call
-// still fills the GPU, so a warp keeps several records in flight (bench/NOTES.md 14).
+//     stored (vector stores straight from registers).
+// The window is a launch argument: R tokens per block for small calls (decode: one record
+// per block, the work spread over many blocks), growing to 32 for large calls while the
+// call still fills the GPU, so a block keeps several records in flight.
 #pragma once
 
 #include <cstdint>
@@ -25,27 +29,25 @@ namespace kvc {
 
 template <int Ratio, int HeadDim>
 struct InsertConfig {
-  static constexpr int kVecElems = largest_pow2_divisor(HeadDim / 32, 8);  // bf16 per access
-  static constexpr int kWarps = 4;
-  static constexpr int kThreads = 32 * kWarps;
-  // Tokens per warp: at least one record's worth (R, capped at a lane each), at most 32.
+  static constexpr int kRowThreads = default_row_threads(HeadDim);  // threads per record
+  static constexpr int kVecElems = largest_pow2_divisor(HeadDim / kRowThreads, 8);  // bf16 per access
+  static constexpr int kWarps = kRowThreads / 32;
+  static constexpr int kThreads = kRowThreads;
+  // Tokens per block: at least one record's worth (R, capped at a lane each), at most 32.
   static constexpr int kSmallWindow = Ratio < 32 ? Ratio : 32;
   static constexpr int kLargeWindow = 32;
   // Below this many blocks a larger window would leave warps idle (about eight 4-warp blocks
   // per SM of a 132-SM GPU).
   static constexpr int64_t kMinBlocks = 1024;
-  /// Tokens per warp for a launch of `num_tokens` tokens: the largest power-of-two multiple
-  /// of kSmallWindow (up to kLargeWindow) that still gives kMinBlocks blocks.
-  KVC_HOST_DEVICE static constexpr int tokens_per_warp(int64_t num_tokens) {
+  /// The launch argument, tokens per block for a launch of `num_tokens` tokens: the largest
+  /// power-of-two multiple of kSmallWindow (up to kLargeWindow) that still gives kMinBlocks
+  /// blocks.
+  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens) {
     int w = kSmallWindow;
-    while (2 * w <= kLargeWindow && (num_tokens + 2 * w * kWarps - 1) / (2 * w * kWarps) >= kMinBlocks) w *= 2;
+    while (2 * w <= kLargeWindow && (num_tokens + 2 * w - 1) / (2 * w) >= kMinBlocks) w *= 2;
     return w;
   }
-  /// The launch argument: tokens per block.
-  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens) {
-    return kWarps * tokens_per_warp(num_tokens);
-  }
-  using Row = RowFragment<HeadDim, kVecElems>;
+  using Row = RowFragment<HeadDim, kVecElems, kRowThreads>;
 };
 
 namespace detail {
@@ -60,11 +62,12 @@ KVC_DEVICE bool record_target(const RecordArgs& r, int64_t pos, int64_t slot, in
   return group_pos < r.cos_sin_rows;
 }
 
-/// The angles of a record's group position, for the lanes of a warp holding rows as Row.
+/// The angles of a record's group position, for thread `lane` of the threads holding rows
+/// as Row.
 template <class Layout, class Row>
-KVC_DEVICE RopeAngles<Row::kHeadDim> record_angles(const RecordArgs& r, int lane, int64_t group_pos) {
-  return load_rope_angles<Layout::kRopeDim, Row::kHeadDim, Row::kVecElems>(
-      lane, r.rope_style, r.cos_sin, r.cos_sin_dtype, r.cos_sin_stride, group_pos);
+KVC_DEVICE RopeAngles<Row> record_angles(const RecordArgs& r, int lane, int64_t group_pos) {
+  return load_rope_angles<Layout::kRopeDim, Row>(lane, r.rope_style, r.cos_sin, r.cos_sin_dtype,
+                                                 r.cos_sin_stride, group_pos);
 }
 
 /// Page and row of a record slot (>= 0): a shift and a mask for power-of-two block sizes
@@ -79,10 +82,9 @@ KVC_DEVICE void split_slot(const CacheParams& c, int64_t slot, int64_t& page, in
   }
 }
 
-/// Rope + layout store of one row held by a warp.
+/// Rope + layout store of one row held by the row's threads (all of them call it).
 template <class Layout, class Row>
-KVC_DEVICE void write_record(const RecordArgs& r, Row& row, int64_t slot,
-                             const RopeAngles<Row::kHeadDim>& angles) {
+KVC_DEVICE void write_record(const RecordArgs& r, Row& row, int64_t slot, const RopeAngles<Row>& angles) {
   apply_rope<Layout::kRopeDim>(row, r.rope_style, angles);
   int64_t page, record;
   split_slot(r.cache, slot, page, record);
@@ -106,12 +108,14 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim>::kThreads)
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
   arch::wait_for_prior_grids();
   arch::allow_dependent_grids();
-  const int lane = threadIdx.x % 32;
-  const int window = tokens_per_block / Cfg::kWarps;  // tokens per warp, <= 32
-  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * tokens_per_block + (threadIdx.x / 32) * window;
-  if (w0 >= p.num_tokens) return;  // warp-uniform
+  const int lane = threadIdx.x % 32;  // one token per lane
+  const int thread = threadIdx.x;     // channel slice of every record (kRowThreads == blockDim.x)
+  const int window = tokens_per_block;  // <= 32
+  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * window;
+  if (w0 >= p.num_tokens) return;  // block-uniform
 
-  // 1. One token per lane: slot and position together, then the writers of the window.
+  // 1. One token per lane: slot and position together, then the writers of the window
+  // (the same in every warp).
   int64_t slot = -1, group_pos = 0;
   bool writes = false;
   if (lane < window && w0 + lane < p.num_tokens) {
@@ -120,12 +124,12 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim>::kThreads)
     writes = detail::record_target<Ratio>(p.record, pos, slot, group_pos);
   }
   unsigned writers = __ballot_sync(kAll, writes);
-  if (writers == 0u) return;
+  if (writers == 0u) return;  // block-uniform
 
   // 2. Records one after another, each one's loads in flight while the previous is written.
   struct Fetched {
     Row row;
-    RopeAngles<HeadDim> angles;
+    RopeAngles<Row> angles;
     int64_t slot;
   };
   const uint16_t* latent = reinterpret_cast<const uint16_t*>(p.latent);
@@ -134,13 +138,13 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim>::kThreads)
     mask &= mask - 1u;
     Fetched f;
     f.slot = __shfl_sync(kAll, slot, src);
-    f.angles = detail::record_angles<Layout, Row>(p.record, lane, __shfl_sync(kAll, group_pos, src));
-    f.row.lane = lane;
+    f.angles = detail::record_angles<Layout, Row>(p.record, thread, __shfl_sync(kAll, group_pos, src));
+    f.row.lane = thread;
     f.row.sanitize = p.record.sanitize;
     const uint16_t* src_row = latent + (w0 + src) * p.latent_stride;
     KVC_PRAGMA_UNROLL
     for (int v = 0; v < Row::kVecs; ++v) {
-      const Array<uint16_t, E> vec = arch::load_readonly<E>(src_row + Row::run_start(lane, v));
+      const Array<uint16_t, E> vec = arch::load_readonly<E>(src_row + Row::run_start(thread, v));
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) f.row.bits[v * E + e] = vec[e];
     }

@@ -1,4 +1,4 @@
-// kvcompress — RowFragment: a warp's view of one row, the unit cache layouts store.
+// kvcompress — RowFragment: the threads' view of one row, the unit cache layouts store.
 #pragma once
 
 #include <cstdint>
@@ -13,32 +13,56 @@
 
 namespace kvc {
 
-/// One row of HeadDim values spread over a warp: lane l holds kVecs runs of E consecutive
-/// channels, run v starting at v * 32 * E + l * E — so each run is one coalesced vector
-/// access across the warp. `bits` are bf16. This is the `Row` that layouts' store() gets.
-template <int HeadDim, int E>
+/// The threads the kernels spread one row of `head_dim` channels over: the most of 128, 64
+/// and 32 that give every thread an even number of channels (128 at head dim 512: 4 each).
+KVC_HOST_DEVICE constexpr int default_row_threads(int head_dim) {
+  return head_dim % 256 == 0 ? 128 : head_dim % 128 == 0 ? 64 : 32;
+}
+
+/// One row of HeadDim values spread over `Threads` threads (one warp, or the whole block
+/// of Threads threads): thread l (`lane`, 0 .. Threads-1) holds kVecs runs of E consecutive
+/// channels, run v starting at v * Threads * E + l * E — so each run is one coalesced vector
+/// access across the threads. `bits` are bf16. This is the `Row` that layouts' store() gets.
+/// Reductions of Width <= 32 stay inside a warp (aligned lane groups); Width == Threads > 32
+/// spans the block, and then every thread of the block must take part.
+template <int HeadDim, int E, int Threads = 32>
 struct RowFragment {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kVecElems = E;
-  static constexpr int kVecs = HeadDim / (32 * E);
-  static constexpr int kChannels = HeadDim / 32;
-  static_assert(kVecs * 32 * E == HeadDim, "runs must tile the row");
+  static constexpr int kThreads = Threads;
+  static constexpr int kVecs = HeadDim / (Threads * E);
+  static constexpr int kChannels = HeadDim / Threads;
+  static_assert(Threads % 32 == 0, "whole warps");
+  static_assert(kVecs * Threads * E == HeadDim, "runs must tile the row");
   using Convert = arch::HardwareE4m3;
 
   Array<uint16_t, kChannels> bits;
-  int lane;
+  int lane;  // this thread's index among the row's Threads threads
   bool sanitize;
 
-  KVC_HOST_DEVICE static constexpr int run_start(int lane, int v) { return v * 32 * E + lane * E; }
+  KVC_HOST_DEVICE static constexpr int run_start(int lane, int v) { return v * Threads * E + lane * E; }
+  /// Whether any channel of run v of the warp holding `lane` is at or past `channel`
+  /// (warp-uniform: lets a warp skip work that concerns other warps' channels only).
+  KVC_HOST_DEVICE static constexpr bool warp_reaches(int lane, int v, int channel) {
+    return run_start(lane | 31, v) + E > channel;
+  }
 
   template <int Width>
-  KVC_DEVICE float group_max(float x) const { return arch::group_max<Width>(x); }
+  KVC_DEVICE float group_max(float x) const { return arch::row_max<check_width<Width>()>(x); }
   template <int Width>
-  KVC_DEVICE bool group_any(bool b) const { return arch::group_any<Width>(b); }
+  KVC_DEVICE bool group_any(bool b) const { return arch::row_any<check_width<Width>()>(b); }
   template <int Width>
-  KVC_DEVICE uint32_t group_max_bits(uint32_t x) const { return arch::group_max_u32<Width>(x); }
+  KVC_DEVICE uint32_t group_max_bits(uint32_t x) const { return arch::row_max_u32<check_width<Width>()>(x); }
   template <int N, typename T>
   KVC_DEVICE static void store_bytes(T* dst, const Array<T, N>& a) { arch::store<N>(dst, a); }
+
+ private:
+  template <int Width>
+  KVC_HOST_DEVICE static constexpr int check_width() {
+    static_assert((Width <= 32 && (Width & (Width - 1)) == 0) || Width == Threads,
+                  "reduce over a power-of-two lane group of a warp, or over the whole row");
+    return Width;
+  }
 };
 
 namespace detail {
@@ -51,23 +75,24 @@ KVC_DEVICE float load_table(const void* table, DType dtype, int64_t index) {
 
 }  // namespace detail
 
-/// The cos/sin values one lane needs for its RoPE channels (entries of NoPE channels are
-/// unused). Loaded before the row itself, so both travel in the same memory round trip.
-template <int HeadDim>
+/// The cos/sin values one thread needs for its RoPE channels of a Row (entries of NoPE
+/// channels are unused). Loaded before the row itself, so both travel in the same memory
+/// round trip.
+template <class Row>
 struct RopeAngles {
-  Array<float, HeadDim / 32> cos, sin;
+  Array<float, Row::kChannels> cos, sin;
 };
 
-/// The cos/sin values one lane needs, read through `table(k)`: element k of the position's
-/// cos/sin row (cosines at 0 .. RopeDim/2 - 1, sines after them).
-template <int RopeDim, int HeadDim, int E, class Table>
-KVC_DEVICE RopeAngles<HeadDim> rope_angles(int lane, RopeStyle style, const Table& table) {
-  using Row = RowFragment<HeadDim, E>;
-  constexpr int kNope = HeadDim - RopeDim;
-  RopeAngles<HeadDim> a;
+/// The cos/sin values one thread needs, read through `table(k)`: element k of the
+/// position's cos/sin row (cosines at 0 .. RopeDim/2 - 1, sines after them).
+template <int RopeDim, class Row, class Table>
+KVC_DEVICE RopeAngles<Row> rope_angles(int lane, RopeStyle style, const Table& table) {
+  constexpr int E = Row::kVecElems;
+  constexpr int kNope = Row::kHeadDim - RopeDim;
+  RopeAngles<Row> a;
   KVC_PRAGMA_UNROLL
   for (int v = 0; v < Row::kVecs; ++v) {
-    if ((v + 1) * 32 * E <= kNope) continue;  // no rope channel in this run for any lane
+    if ((v + 1) * Row::kThreads * E <= kNope) continue;  // no rope channel in this run at all
     const int c0 = Row::run_start(lane, v);
     if (c0 < kNope) continue;
     KVC_PRAGMA_UNROLL
@@ -83,31 +108,32 @@ KVC_DEVICE RopeAngles<HeadDim> rope_angles(int lane, RopeStyle style, const Tabl
 }
 
 /// rope_angles from the cos/sin table in global memory, row `position`.
-template <int RopeDim, int HeadDim, int E>
-KVC_DEVICE RopeAngles<HeadDim> load_rope_angles(int lane, RopeStyle style, const void* cos_sin,
-                                                DType dtype, int64_t cos_sin_stride,
-                                                int64_t position) {
+template <int RopeDim, class Row>
+KVC_DEVICE RopeAngles<Row> load_rope_angles(int lane, RopeStyle style, const void* cos_sin,
+                                            DType dtype, int64_t cos_sin_stride, int64_t position) {
   const int64_t base = position * cos_sin_stride;
-  return rope_angles<RopeDim, HeadDim, E>(
+  return rope_angles<RopeDim, Row>(
       lane, style, [&](int k) { return detail::load_table(cos_sin, dtype, base + k); });
 }
 
 /// Rotates the last RopeDim channels of a row fragment with preloaded angles, in fp32 from
-/// the bf16 bits, and rounds back to bf16 (sanitize: NaN -> +0). Every lane of the warp
-/// must call it (NeoX pairs cross lanes through shuffles).
-template <RopeStyle Style, int RopeDim, int HeadDim, int E>
-KVC_DEVICE void apply_rope(RowFragment<HeadDim, E>& row, const RopeAngles<HeadDim>& angles) {
+/// the bf16 bits, and rounds back to bf16 (sanitize: NaN -> +0). Every lane of a warp that
+/// holds RoPE channels must call it (NeoX pairs cross lanes through shuffles).
+template <RopeStyle Style, int RopeDim, int HeadDim, int E, int Threads>
+KVC_DEVICE void apply_rope(RowFragment<HeadDim, E, Threads>& row,
+                           const RopeAngles<RowFragment<HeadDim, E, Threads>>& angles) {
   using Rope = Rotary<Style, RopeDim>;
-  using Row = RowFragment<HeadDim, E>;
+  using Row = RowFragment<HeadDim, E, Threads>;
   constexpr int kNope = HeadDim - RopeDim;
   static_assert(kNope % E == 0 && E % 2 == 0, "runs must not straddle the rope boundary");
   constexpr int kPartnerLanes = (RopeDim / 2) / E;  // NeoX: lane distance between pair halves
   static_assert(Style == RopeStyle::kGptJ ||
-                    (kPartnerLanes >= 1 && (kNope / E) % (2 * kPartnerLanes) == 0),
-                "NeoX halves must map to aligned lane groups");
+                    (kPartnerLanes >= 1 && kPartnerLanes < 32 && (kNope / E) % (2 * kPartnerLanes) == 0),
+                "NeoX halves must map to aligned lane groups of a warp");
   KVC_PRAGMA_UNROLL
   for (int v = 0; v < Row::kVecs; ++v) {
-    if ((v + 1) * 32 * E <= kNope) continue;  // no rope channel in this run for any lane
+    if ((v + 1) * Threads * E <= kNope) continue;           // no rope channel in this run at all
+    if (!Row::warp_reaches(row.lane, v, kNope)) continue;  // none in this warp's part of it
     const int c0 = Row::run_start(row.lane, v);
     Array<float, E> x, other;
     KVC_PRAGMA_UNROLL
@@ -134,9 +160,8 @@ KVC_DEVICE void apply_rope(RowFragment<HeadDim, E>& row, const RopeAngles<HeadDi
 
 /// apply_rope with the style chosen at run time (a warp-uniform branch; one kernel
 /// instance serves both styles).
-template <int RopeDim, int HeadDim, int E>
-KVC_DEVICE void apply_rope(RowFragment<HeadDim, E>& row, RopeStyle style,
-                           const RopeAngles<HeadDim>& angles) {
+template <int RopeDim, class Row>
+KVC_DEVICE void apply_rope(Row& row, RopeStyle style, const RopeAngles<Row>& angles) {
   if (style == RopeStyle::kGptJ)
     apply_rope<RopeStyle::kGptJ, RopeDim>(row, angles);
   else
