@@ -27,27 +27,7 @@
 #include <vector>
 
 // Every heap allocation of the program is counted: the timed calls must make none.
-namespace {
-std::atomic<long long> g_allocations{0};
-}  // namespace
-
-// Out of line, so that g++ does not see free() of operator new's pointer (a false
-// -Wmismatched-new-delete once the replacements are inlined).
-#if defined(__GNUC__) || defined(__clang__)
-#define KVC_REPLACED_NEW __attribute__((noinline))
-#else
-#define KVC_REPLACED_NEW
-#endif
-KVC_REPLACED_NEW void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size ? size : 1)) return p;
-  throw std::bad_alloc();
-}
-KVC_REPLACED_NEW void* operator new[](std::size_t size) { return operator new(size); }
-KVC_REPLACED_NEW void operator delete(void* p) noexcept { std::free(p); }
-KVC_REPLACED_NEW void operator delete[](void* p) noexcept { std::free(p); }
-KVC_REPLACED_NEW void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-KVC_REPLACED_NEW void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "common/alloc_counter.hpp"
 
 namespace {
 
@@ -147,7 +127,7 @@ Result time_calls(Call&& call, int expected_instance, long iterations, int repea
   per_call_us.reserve(static_cast<size_t>(repeats));
   long long failures = 0;
   for (int i = 0; i < 10000; ++i) failures += call() ? 0 : 1;  // warm up
-  const long long allocations_before = g_allocations.load();
+  const long long allocations_before = kvc_test::allocations();
   for (int r = 0; r < repeats; ++r) {
     g_reached = 0;
     const auto t0 = std::chrono::steady_clock::now();
@@ -157,7 +137,7 @@ Result time_calls(Call&& call, int expected_instance, long iterations, int repea
     per_call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() /
                           static_cast<double>(iterations));
   }
-  const long long allocations = g_allocations.load() - allocations_before;
+  const long long allocations = kvc_test::allocations() - allocations_before;
   std::sort(per_call_us.begin(), per_call_us.end());
   return {per_call_us[per_call_us.size() / 2], per_call_us.front(), per_call_us.back(),
           allocations, failures};

@@ -21,36 +21,16 @@
 #include <vector>
 
 // Counts every heap allocation of the test program: validating valid params must make none.
-namespace {
-std::atomic<long long> g_allocations{0};
-}  // namespace
-
-// Out of line, so that g++ does not see free() of operator new's pointer (a false
-// -Wmismatched-new-delete once the replacements are inlined).
-#if defined(__GNUC__) || defined(__clang__)
-#define KVC_REPLACED_NEW __attribute__((noinline))
-#else
-#define KVC_REPLACED_NEW
-#endif
-KVC_REPLACED_NEW void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size ? size : 1)) return p;
-  throw std::bad_alloc();
-}
-KVC_REPLACED_NEW void* operator new[](std::size_t size) { return operator new(size); }
-KVC_REPLACED_NEW void operator delete(void* p) noexcept { std::free(p); }
-KVC_REPLACED_NEW void operator delete[](void* p) noexcept { std::free(p); }
-KVC_REPLACED_NEW void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-KVC_REPLACED_NEW void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "common/alloc_counter.hpp"
 
 namespace {
 
 /// Heap allocations made by f().
 template <class F>
 long long allocations_of(F&& f) {
-  const long long before = g_allocations.load();
+  const long long before = kvc_test::allocations();
   f();
-  return g_allocations.load() - before;
+  return kvc_test::allocations() - before;
 }
 
 alignas(256) unsigned char g_arena[1 << 16];
