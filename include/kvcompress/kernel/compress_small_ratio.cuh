@@ -30,6 +30,7 @@
 #include <cstdint>
 
 #include "compress_parts.cuh"
+#include "window_rules.hpp"
 
 namespace kvc {
 namespace detail {
@@ -92,38 +93,48 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     }
   }
 
-  // 2. Decisions, each lane for its own token.
-  const bool token = lane < R && t_mine < T && mine.slot >= 0;
-  const bool closes = token && (mine.pos + 1) % R == 0;
+  // 2. Decisions, each lane for its own token (window_rules.hpp, tested on the host).
   const bool real = t_mine < real_end;
+  bool closes = lane < R && t_mine < T && mine.slot >= 0 && (mine.pos + 1) % R == 0;
   int count = 0;  // members before the chunk (read from the ring): the head group has count > 0
   bool store_row = false;  // this token's row goes to the ring now (not deferred)
   bool deferred = false;   // a head group of a long chunk: it performs the colliding stores
   if constexpr (R > 1) {
-    // Member t - k (k = 1 .. R-1) is in the chunk iff it has t's request; members are out of
-    // the chunk from the farthest back, so the nearest one out gives count = R - k.
+    using Rules = WindowRules<R>;
+    WindowFacts f;
+    f.t = t_mine;
+    f.real_end = real_end;
+    f.slot = lane < R ? mine.slot : -1;
+    f.pos = mine.pos;
+    f.req = mine.req;
+    f.req_ahead = mine.req_ahead;
+    f.req_back = mine.req_back;
+    f.req_long = mine.req_long;
+    closes = lane < R && Rules::closes(f);
+    int32_t member_req[R - 1];
     KVC_PRAGMA_UNROLL
-    for (int k = R - 1; k >= 1; --k) {
+    for (int k = 1; k < R; ++k) {
       const int src = lane >= k ? lane - k : R - 1 + (k - lane);  // lane holding req[t - k]
-      const int32_t r_member = __shfl_sync(kAll, mine.req, src);
-      if (!(t_mine - k >= 0 && r_member == mine.req)) count = R - k;
+      const int32_t r = __shfl_sync(kAll, mine.req, src);
+      member_req[k - 1] = t_mine - k >= 0 ? r : -1;
     }
+    count = Rules::members_before_chunk(mine.req, member_req);
     if (closes && !real) {
       // Trailing token with a slot: its "chunk" starts at qsl[req] (as the reference reads it).
       const int64_t first = p.qsl[mine.req];
       const int64_t out = first - (t_mine - (R - 1));
       count = static_cast<int>(out < 0 ? 0 : (out > R ? R : out));
     }
-    const bool tail = token && real && (t_mine + C >= real_end || mine.req_ahead != mine.req);
+    const bool tail = lane < R && t_mine < T && Rules::tail(f, C);
     store_row = tail;
-    if (tail && mine.req_back == mine.req) {
+    if (Rules::may_collide(f, tail)) {
       // Slow path: the chunk is long enough for this store to hit a row its head group reads.
       const int64_t first = p.qsl[mine.req];
       const int64_t end = p.qsl[mine.req + 1];
       const HeadReads h = head_reads<R>(p, first, end, mine.pos - (t_mine - first));
       store_row = !collides(h, mine.slot, p.ring_layout);
     }
-    deferred = closes && real && count > 0 && mine.req_long == mine.req && t_mine + reach < real_end;
+    deferred = closes && Rules::defers_stores(f, count, C);
   }
   const unsigned close_mask = __ballot_sync(kAll, closes);
   [[maybe_unused]] unsigned store_mask = __ballot_sync(kAll, store_row);

@@ -1,0 +1,74 @@
+// kvcompress — the per-token decisions of Op A's small-ratio path (compress_small_ratio.cuh)
+// as plain functions of the values its first round trip loads, so the host tier can check
+// them against the chunk-bound definitions they stand for (tests/host/test_window_rules.cpp).
+//
+// Requests own contiguous token ranges (SPEC §1.1), so "token m is in t's chunk" is
+// req[m] == req[t] and none of the rules below needs the chunk bounds (qsl): a decode step
+// decides everything from one round trip.
+#pragma once
+
+#include <cstdint>
+
+#include "../config.hpp"
+
+namespace kvc {
+namespace detail {
+
+/// What the first round trip gives the lane of token t (ratio R > 1, ring capacity C,
+/// reach = C - R + 1); a request of -1 means "no such token".
+struct WindowFacts {
+  int64_t t = 0;          // the token
+  int64_t real_end = 0;   // qsl[num_reqs]: tokens at or past it belong to no chunk
+  int64_t slot = -1;      // ring slot (< 0: padding)
+  int64_t pos = 0;        // position
+  int32_t req = -1;       // req[t]
+  int32_t req_ahead = -1; // req[t + C], -1 when t + C >= num_tokens
+  int32_t req_back = -1;  // req[t - reach], -1 when t - reach < 0
+  int32_t req_long = -1;  // req[t + reach], -1 when t + reach >= num_tokens
+};
+
+template <int Ratio>
+struct WindowRules {
+  static_assert(Ratio > 1, "ratio 1 has no groups to plan");
+
+  /// Whether t is a token (not padding) that closes a group.
+  KVC_HOST_DEVICE static bool closes(const WindowFacts& f) {
+    return f.slot >= 0 && (f.pos + 1) % Ratio == 0;
+  }
+
+  /// Members of t's group before t's chunk (read from the ring), from member_req[k - 1] =
+  /// req[t - k], k = 1 .. R-1 (-1 where t - k < 0). Members leave the chunk from the
+  /// farthest back, so the nearest member that is out gives the count. Only for real tokens
+  /// (t < real_end); a trailing token's chunk starts at qsl[req] (the kernel loads it).
+  KVC_HOST_DEVICE static int members_before_chunk(int32_t req, const int32_t (&member_req)[Ratio - 1]) {
+    int count = 0;
+    for (int k = Ratio - 1; k >= 1; --k)
+      if (member_req[k - 1] != req) count = Ratio - k;
+    return count;
+  }
+
+  /// Whether t's row goes to the ring: t is a real token among its chunk's last C tokens,
+  /// i.e. token t + C belongs to another request or is past real_end.
+  KVC_HOST_DEVICE static bool tail(const WindowFacts& f, int capacity) {
+    return f.slot >= 0 && f.t < f.real_end && (f.t + capacity >= f.real_end || f.req_ahead != f.req);
+  }
+
+  /// Whether t's ring store might overwrite a row its chunk's head group reads: only when
+  /// the chunk holds the reach tokens before t (else every ring row t writes is one the
+  /// head group does not read, or there is no head group). Such a token takes the slow
+  /// path (the chunk bounds and the head group's slot) to find out.
+  KVC_HOST_DEVICE static bool may_collide(const WindowFacts& f, bool is_tail) {
+    return is_tail && f.req_back == f.req;
+  }
+
+  /// Whether t closes its chunk's head group (count > 0 members in the ring) and the chunk
+  /// is long enough for a tail store to collide with its reads: it then performs the
+  /// colliding stores itself, after its reads.
+  KVC_HOST_DEVICE static bool defers_stores(const WindowFacts& f, int count, int capacity) {
+    const int reach = capacity - Ratio + 1;
+    return closes(f) && f.t < f.real_end && count > 0 && f.req_long == f.req && f.t + reach < f.real_end;
+  }
+};
+
+}  // namespace detail
+}  // namespace kvc

@@ -1,0 +1,174 @@
+// Host tier: Op A's small-ratio decisions (kernel/window_rules.hpp), made from requests alone,
+// against their definitions from the chunk bounds, on random batches: odd chunk starts,
+// empty and one-token chunks, chunks longer than the ring, trailing padding, padding slots.
+// The safety properties the kernel relies on are checked by brute force: a tail store that
+// skips the slow path never overwrites a ring row its head group reads, and every chunk
+// with a colliding store has a head group that defers the stores.
+#include <doctest/doctest.h>
+
+#include <kvcompress/kernel/window_rules.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+
+struct Batch {
+  int capacity = 8;
+  std::vector<int64_t> qsl;       // [num_reqs + 1]
+  std::vector<int32_t> req;       // [T]
+  std::vector<int64_t> pos, slot; // [T]
+  std::vector<int64_t> chunk_start, block;  // per request
+  int64_t T = 0;
+};
+
+Batch make_batch(std::mt19937& rng, int ratio, int capacity) {
+  Batch b;
+  b.capacity = capacity;
+  const int num_reqs = std::uniform_int_distribution<int>(1, 6)(rng);
+  const int lengths[] = {0, 1, 2, 3, ratio - 1, ratio, ratio + 1, capacity - 1, capacity, capacity + 1,
+                         capacity + ratio, 2 * capacity + 3, 37};
+  b.qsl.push_back(0);
+  std::vector<int64_t> blocks(static_cast<size_t>(num_reqs));
+  for (int r = 0; r < num_reqs; ++r) blocks[static_cast<size_t>(r)] = r;
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  for (int r = 0; r < num_reqs; ++r) {
+    const int len = std::max(0, lengths[std::uniform_int_distribution<int>(0, 12)(rng)]);
+    const int64_t start = std::uniform_int_distribution<int>(0, 41)(rng);
+    b.chunk_start.push_back(start);
+    b.block.push_back(blocks[static_cast<size_t>(r)]);
+    for (int i = 0; i < len; ++i) {
+      const int64_t p = start + i;
+      b.req.push_back(r);
+      b.pos.push_back(p);
+      // Ring slot of the position in the request's block; now and then a padding slot.
+      const bool pad = std::uniform_int_distribution<int>(0, 19)(rng) == 0;
+      b.slot.push_back(pad ? -1 : blocks[static_cast<size_t>(r)] * capacity + p % capacity);
+    }
+    b.qsl.push_back(static_cast<int64_t>(b.req.size()));
+  }
+  // Trailing padding: past qsl[num_reqs], some with slots (the kernel ignores their rows).
+  const int trailing = std::uniform_int_distribution<int>(0, 4)(rng);
+  for (int i = 0; i < trailing; ++i) {
+    b.req.push_back(std::uniform_int_distribution<int>(0, num_reqs - 1)(rng));
+    b.pos.push_back(std::uniform_int_distribution<int>(0, 60)(rng));
+    b.slot.push_back(std::uniform_int_distribution<int>(0, 1)(rng) ? -1 : 3);
+  }
+  b.T = static_cast<int64_t>(b.req.size());
+  return b;
+}
+
+template <int R>
+kvc::detail::WindowFacts facts_of(const Batch& b, int64_t t) {
+  const int reach = b.capacity - R + 1;
+  kvc::detail::WindowFacts f;
+  f.t = t;
+  f.real_end = b.qsl.back();
+  f.slot = b.slot[static_cast<size_t>(t)];
+  f.pos = b.pos[static_cast<size_t>(t)];
+  f.req = b.req[static_cast<size_t>(t)];
+  f.req_ahead = t + b.capacity < b.T ? b.req[static_cast<size_t>(t + b.capacity)] : -1;
+  f.req_back = t - reach >= 0 ? b.req[static_cast<size_t>(t - reach)] : -1;
+  f.req_long = t + reach < b.T ? b.req[static_cast<size_t>(t + reach)] : -1;
+  return f;
+}
+
+template <int R>
+void check_ratio(int capacity, int batches) {
+  using Rules = kvc::detail::WindowRules<R>;
+  std::mt19937 rng(1234u + static_cast<unsigned>(R * 100 + capacity));
+  int64_t tails = 0, slow = 0, collisions = 0, heads = 0, deferring = 0;
+  for (int n = 0; n < batches; ++n) {
+    const Batch b = make_batch(rng, R, capacity);
+    const int64_t real_end = b.qsl.back();
+    const int num_reqs = static_cast<int>(b.qsl.size()) - 1;
+    for (int r = 0; r < num_reqs; ++r) {
+      const int64_t first = b.qsl[static_cast<size_t>(r)], end = b.qsl[static_cast<size_t>(r) + 1];
+      if (first == end) continue;
+      // The head group by definition: the group straddling the chunk start, if it closes in
+      // the chunk, reads ring positions q0 .. q0 + into - 1 of the request's block.
+      const int64_t start = b.chunk_start[static_cast<size_t>(r)];
+      const int64_t into = start % R;
+      const int64_t head_token = first + (start - into + R - 1 - start);
+      const bool head_active = into != 0 && head_token < end && b.slot[static_cast<size_t>(head_token)] >= 0;
+      const auto collides = [&](int64_t t) {
+        if (!head_active) return false;
+        const int64_t s = b.slot[static_cast<size_t>(t)];
+        if (s < 0 || s / capacity != b.block[static_cast<size_t>(r)]) return false;
+        for (int64_t q = start - into; q < start; ++q)
+          if (q % capacity == s % capacity) return true;
+        return false;
+      };
+      bool any_collision = false;
+      for (int64_t t = first; t < end; ++t) {
+        const kvc::detail::WindowFacts f = facts_of<R>(b, t);
+        int32_t member_req[R - 1];
+        for (int k = 1; k < R; ++k) member_req[k - 1] = t - k >= 0 ? b.req[static_cast<size_t>(t - k)] : -1;
+        const int count = Rules::members_before_chunk(f.req, member_req);
+        CHECK(count == static_cast<int>(std::clamp<int64_t>(first - (t - (R - 1)), 0, R)));
+        const bool tail = Rules::tail(f, capacity);
+        const bool tail_def = f.slot >= 0 && t >= std::max(end - capacity, first);
+        CHECK(tail == tail_def);
+        if (!tail) continue;
+        ++tails;
+        const bool hits = collides(t);
+        any_collision = any_collision || hits;
+        collisions += hits;
+        slow += Rules::may_collide(f, tail);
+        // A store that skips the slow path must never overwrite a row the head group reads.
+        if (hits) CHECK(Rules::may_collide(f, tail));
+      }
+      if (head_active) {
+        const kvc::detail::WindowFacts f = facts_of<R>(b, head_token);
+        int32_t member_req[R - 1];
+        for (int k = 1; k < R; ++k)
+          member_req[k - 1] = head_token - k >= 0 ? b.req[static_cast<size_t>(head_token - k)] : -1;
+        const int count = Rules::members_before_chunk(f.req, member_req);
+        CHECK(Rules::closes(f));
+        CHECK(count == into);
+        ++heads;
+        const bool defers = Rules::defers_stores(f, count, capacity);
+        deferring += defers;
+        // Colliding stores are the head group's to make, after its reads.
+        if (any_collision) CHECK(defers);
+      }
+      // No other closing token of the chunk has members in the ring.
+      for (int64_t t = first; t < end; ++t) {
+        const kvc::detail::WindowFacts f = facts_of<R>(b, t);
+        if (!Rules::closes(f) || (head_active && t == head_token)) continue;
+        int32_t member_req[R - 1];
+        for (int k = 1; k < R; ++k) member_req[k - 1] = t - k >= 0 ? b.req[static_cast<size_t>(t - k)] : -1;
+        CHECK(Rules::members_before_chunk(f.req, member_req) == 0);
+        CHECK_FALSE(Rules::defers_stores(f, 0, capacity));
+      }
+    }
+    // Trailing padding neither stores into the ring nor defers.
+    for (int64_t t = real_end; t < b.T; ++t) {
+      const kvc::detail::WindowFacts f = facts_of<R>(b, t);
+      CHECK_FALSE(Rules::tail(f, capacity));
+      CHECK_FALSE(Rules::defers_stores(f, R - 1, capacity));
+    }
+  }
+  // The batches reach every case at least once (else the test proves nothing).
+  CHECK(tails > 0);
+  CHECK(slow > 0);
+  CHECK(collisions > 0);
+  CHECK(heads > 0);
+  CHECK(deferring > 0);
+}
+
+}  // namespace
+
+TEST_CASE("small-ratio window rules match the chunk-bound definitions (ratio 2, rings of 8 and 16)") {
+  check_ratio<2>(8, 3000);
+  check_ratio<2>(16, 2000);
+}
+
+TEST_CASE("small-ratio window rules match the chunk-bound definitions (ratios 3, 4, 8)") {
+  check_ratio<3>(8, 2000);
+  check_ratio<4>(8, 2000);
+  check_ratio<4>(16, 2000);
+  check_ratio<8>(16, 2000);
+}
