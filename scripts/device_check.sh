@@ -55,6 +55,8 @@ if [[ ${KVC_TORCH_CHECK:-0} == 1 ]]; then
     run peer 300 env KVC_TORCH_BUILD_DIR="$tdir" PYTHONUNBUFFERED=1 python3 "$here/.peer/peer_bench.py" \
       --ops "$here/examples/05_torch_op" --json "$out/peer.json" ${KVC_PEER_ARGS:-}
     sed -n '/^| shape/,$p' "$out/peer.log"
+    [[ -f "$out/peer.json" ]] && python3 "$(dirname "$0")/peer_report.py" "$out/peer.json" \
+      --commit "${KVC_COMMIT:-unknown}" --out "$out/PEER.md" >/dev/null
   fi
 fi
 if [[ ${KVC_SANITIZE:-1} == 1 ]]; then

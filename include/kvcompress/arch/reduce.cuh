@@ -50,6 +50,8 @@ KVC_DEVICE bool group_any(bool v) {
 /// of 32): the warps reduce by shuffles, then every thread combines the warps' partials from
 /// shared memory in warp order, so every thread gets the same bits. Every thread of the
 /// block must call it (two __syncthreads: the partials are free again on return).
+/// Hand-written: cub::BlockReduce leaves the total in thread 0, and broadcasting it would
+/// cost a third barrier.
 template <int Threads, class Combine, typename T>
 KVC_DEVICE T block_all_reduce(T v, Combine combine) {
   static_assert(Threads % 32 == 0 && Threads <= 1024, "whole warps of one block");
