@@ -9,18 +9,25 @@ kvc::Status kvc_compile_tier_insert(const kvc::InsertParams& p, cudaStream_t str
 // most, R tokens per block (about one record) for decode-sized calls, doubling up to 32
 // while the call still has kMinBlocks blocks; the block is the threads of one record.
 namespace {
-template <int R, int D>
+template <int R, int D, int RowThreads = 0>
 constexpr bool insert_window_ok() {
-  using Cfg = kvc::InsertConfig<R, D>;
-  constexpr int small = Cfg::tokens_per_block(1);
-  constexpr int large = Cfg::tokens_per_block(int64_t{1} << 30);
+  using Cfg = kvc::InsertConfig<R, D, RowThreads>;
+  constexpr int small = Cfg::tokens_per_window(1);
+  constexpr int large = Cfg::tokens_per_window(int64_t{1} << 30);
   return small == Cfg::kSmallWindow && large <= Cfg::kLargeWindow && 2 * large > Cfg::kLargeWindow &&
-         large % small == 0 && kvc::is_pow2(large / small) && Cfg::kThreads == Cfg::kRowThreads &&
-         Cfg::Row::kThreads == Cfg::kThreads && Cfg::Row::kVecs * Cfg::kVecElems * Cfg::kThreads == D;
+         large % small == 0 && kvc::is_pow2(large / small) &&
+         Cfg::tokens_per_block(1) == Cfg::kGroups * small && Cfg::kGroups * Cfg::kRowThreads == Cfg::kThreads &&
+         Cfg::Row::kThreads == Cfg::kRowThreads && Cfg::Row::kVecs * Cfg::kVecElems * Cfg::kRowThreads == D;
 }
 static_assert(insert_window_ok<1, 512>() && insert_window_ok<2, 512>() && insert_window_ok<4, 512>() &&
-                  insert_window_ok<128, 512>() && insert_window_ok<2, 128>() && insert_window_ok<3, 256>(),
+                  insert_window_ok<128, 512>() && insert_window_ok<2, 128>() && insert_window_ok<3, 256>() &&
+                  insert_window_ok<1, 512, 32>() && insert_window_ok<2, 512, 32>() &&
+                  insert_window_ok<3, 256, 32>(),
               "InsertConfig window choice");
+static_assert(kvc::InsertConfig<2, 512, 32>::tokens_per_block(4096) == 8 &&
+                  kvc::InsertConfig<2, 512, 32>::tokens_per_block(32768) == 32 &&
+                  kvc::InsertConfig<2, 512, 32>::tokens_per_block(65536) == 64,
+              "large calls: a warp per record, 4 per block");
 static_assert(kvc::InsertConfig<2, 512>::tokens_per_block(128) == 2 &&
                   kvc::InsertConfig<2, 512>::tokens_per_block(4096) == 4 &&
                   kvc::InsertConfig<2, 512>::tokens_per_block(32768) == 32 &&

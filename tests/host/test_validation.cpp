@@ -110,7 +110,8 @@ std::vector<Broken> common_cases() {
       {"num_tokens beyond int32", [](auto& p) { p.num_tokens = int64_t{1} << 31; }, kInvalid,
        {"num_tokens 2147483648", "int32"}},
       {"ratio 3", [](auto& p) { p.ratio = 3; }, kNotSupported, {"compress ratio 3", "128"}},
-      {"ratio 0", [](auto& p) { p.ratio = 0; }, kNotSupported, {"compress ratio 0"}},
+      {"ratio 0", [](auto& p) { p.ratio = 0; }, kInvalid, {"compress ratio 0 must be >= 1"}},
+      {"ratio -2", [](auto& p) { p.ratio = -2; }, kInvalid, {"compress ratio -2 must be >= 1"}},
       {"ratio 256", [](auto& p) { p.ratio = 256; }, kNotSupported, {"compress ratio 256"}},
       {"head dim 384", [](auto& p) { p.head_dim = 384; }, kNotSupported, {"head dim 384", "512"}},
       {"head dim 64", [](auto& p) { p.head_dim = 64; }, kNotSupported, {"head dim 64"}},
@@ -124,6 +125,12 @@ std::vector<Broken> common_cases() {
       {"slot null", [](auto& p) { p.slot.data = nullptr; }, kInvalid, {"slot is null"}},
       {"slot misaligned", [](auto& p) { p.slot.data = at(4096 + 64 + 2); }, kInvalid,
        {"slot address", "not aligned to 4 bytes"}},
+      {"positions index type out of range",
+       [](auto& p) { p.positions.type = static_cast<kvc::IndexType>(2); }, kInvalid,
+       {"positions index type 2", "kInt32", "kInt64"}},
+      {"slot index type out of range",
+       [](auto& p) { p.slot.type = static_cast<kvc::IndexType>(-1); }, kInvalid,
+       {"slot index type -1", "kInt32", "kInt64"}},
       {"weight null", [](auto& p) { p.weight = nullptr; }, kInvalid, {"weight is null"}},
       {"weight misaligned", [](auto& p) { p.weight = at<const kvc::bf16_t>(8192 + 2); }, kInvalid,
        {"weight address", "not aligned to 8 bytes"}},
@@ -193,9 +200,13 @@ TEST_CASE("compress_can_implement, ratio 2: each broken condition gives its own 
       {"kv_score stride odd", [](auto& p) { p.kv_score_stride = 1026; }, kInvalid,
        {"kv_score row stride 1026", "not a multiple of 4 elements"}},
       {"qsl null", [](auto& p) { p.qsl = nullptr; }, kInvalid, {"qsl is null"}},
+      {"qsl misaligned", [](auto& p) { p.qsl = at<const int32_t>(16384 + 2); }, kInvalid,
+       {"qsl address", "not aligned to 4 bytes"}},
       {"qsl_size 1", [](auto& p) { p.qsl_size = 1; }, kInvalid, {"qsl_size 1"}},
       {"qsl_size 0", [](auto& p) { p.qsl_size = 0; }, kInvalid, {"qsl_size 0"}},
       {"req null", [](auto& p) { p.req = nullptr; }, kInvalid, {"req is null"}},
+      {"req misaligned", [](auto& p) { p.req = at<const int32_t>(16384 + 64 + 1); }, kInvalid,
+       {"req address", "not aligned to 4 bytes"}},
       {"ring null", [](auto& p) { p.ring = nullptr; }, kInvalid, {"ring is null"}},
       {"ring misaligned", [](auto& p) { p.ring = at(20480 + 8); }, kInvalid,
        {"ring address", "not aligned to 16 bytes"}},
@@ -366,6 +377,16 @@ kvc::InsertParams valid_insert(int ratio) {
 
 std::string message_of(const kvc::Status& s) { return s.message(); }
 
+/// valid_insert with fp8_rows records: 512-byte rows, 64 per page, a 4-byte-aligned scale.
+kvc::InsertParams valid_fp8_rows_insert(int ratio) {
+  kvc::InsertParams b = valid_insert(ratio);
+  b.record.layout = kvc::CacheLayout::kFp8Rows;
+  b.record.cache.row_stride = 512;
+  b.record.cache.page_stride = 64 * 512;
+  b.record.cache.scale = at<const float>(36864 + 256);
+  return b;
+}
+
 }  // namespace
 
 TEST_CASE("insert/fused_can_implement: valid calls pass; broken ones give the exact message") {
@@ -473,6 +494,8 @@ TEST_CASE("validating valid params allocates nothing") {
   CHECK(allocations_of([&] { ok = ok && kvc::insert_can_implement(b).ok(); }) == 0);
   CHECK(allocations_of([&] { ok = ok && kvc::fused_can_implement(f).ok(); }) == 0);
   CHECK(allocations_of([&] { ok = ok && kvc::record_can_implement(b.record, 512).ok(); }) == 0);
+  const kvc::InsertParams fp8_rows = valid_fp8_rows_insert(2);
+  CHECK(allocations_of([&] { ok = ok && kvc::insert_can_implement(fp8_rows).ok(); }) == 0);
   CHECK(ok);
   // A failing check builds its message (and may allocate): the counter does see it.
   auto broken = valid_params(2);
@@ -543,4 +566,168 @@ TEST_CASE("validate_dispatch_*: one validation, then the matching instance") {
   s = kvc::detail::validate_dispatch_fused(f, count);
   CHECK(message_of(s) == "cos_sin is null");
   CHECK(calls == 2);
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 15: qsl/req alignment, the fp8_rows scale, IndexType range, ratio < 1.
+
+TEST_CASE("Op A, ratio > 1: misaligned qsl and req are rejected, naming pointer and address") {
+  for (int ratio : {2, 4, 128}) {
+    CAPTURE(ratio);
+    auto p = valid_params(ratio);
+    p.qsl = at<const int32_t>(16384 + 2);
+    CHECK(kvc::compress_can_implement(p).code() == kInvalid);
+    CHECK(message_of(kvc::compress_can_implement(p)) ==
+          "qsl address " + kvc::detail::hex_address(p.qsl) + " is not aligned to 4 bytes");
+    p = valid_params(ratio);
+    p.req = at<const int32_t>(16384 + 64 + 3);
+    CHECK(message_of(kvc::compress_can_implement(p)) ==
+          "req address " + kvc::detail::hex_address(p.req) + " is not aligned to 4 bytes");
+    // The fused op and the validate-once path of kvc::compress / kvc::fused check them too.
+    kvc::FusedParams f{valid_params(ratio), valid_record()};
+    f.compress.req = at<const int32_t>(16384 + 64 + 2);
+    CHECK(message_of(kvc::fused_can_implement(f)) ==
+          "req address " + kvc::detail::hex_address(f.compress.req) + " is not aligned to 4 bytes");
+    int calls = 0;
+    const auto count = [&](auto...) {
+      ++calls;
+      return kvc::Status::success();
+    };
+    CHECK_FALSE(kvc::detail::validate_dispatch_fused(f, count).ok());
+    CHECK_FALSE(kvc::detail::validate_dispatch_compress(p, count).ok());
+    CHECK(calls == 0);
+  }
+  // Ratio 1 reads neither: a misaligned (or null) qsl/req is ignored there.
+  auto q = valid_params(1);
+  q.qsl = at<const int32_t>(16384 + 2);
+  q.req = at<const int32_t>(16384 + 64 + 1);
+  CHECK(kvc::compress_can_implement(q).ok());
+}
+
+TEST_CASE("fp8_rows: the per-tensor scale must be non-null and fp32-aligned") {
+  auto b = valid_fp8_rows_insert(2);
+  CHECK(kvc::insert_can_implement(b).ok());
+  kvc::FusedParams f{valid_params(2), b.record};
+  CHECK(kvc::fused_can_implement(f).ok());
+  b.record.cache.scale = nullptr;
+  CHECK(message_of(kvc::insert_can_implement(b)) == "fp8 rows: scale is null");
+  const float* misaligned = reinterpret_cast<const float*>(at(36864 + 256 + 2));
+  b.record.cache.scale = misaligned;
+  CHECK(kvc::insert_can_implement(b).code() == kInvalid);
+  const std::string want = "fp8 rows: scale address " + kvc::detail::hex_address(misaligned) +
+                           " is not aligned to 4 bytes";
+  CHECK(message_of(kvc::insert_can_implement(b)) == want);
+  CHECK(message_of(kvc::record_can_implement(b.record, 512)) == want);
+  CHECK(message_of(kvc::Fp8RowsLayout<512, 64>::check(b.record.cache)) == want);
+  f.record.cache.scale = misaligned;
+  CHECK(message_of(kvc::fused_can_implement(f)) == want);
+  // Other head dims dispatch to Fp8RowsLayout<D, 64>: checked the same way.
+  f = {valid_params(2, 256), b.record};
+  f.record.cache.row_stride = 256;
+  f.record.cache.page_stride = 64 * 256;
+  CHECK(message_of(kvc::fused_can_implement(f)) == want);
+  // Layouts without a scale do not look at it.
+  auto d = valid_insert(2);
+  d.record.cache.scale = misaligned;
+  CHECK(kvc::insert_can_implement(d).ok());
+}
+
+TEST_CASE("IndexType outside {kInt32, kInt64} is rejected for every index view") {
+  const auto bad = static_cast<kvc::IndexType>(2);
+  const std::string tail = " is not a valid IndexType: it must be kInt32 (int32) or kInt64 (int64)";
+  for (int ratio : {1, 2}) {
+    CAPTURE(ratio);
+    auto p = valid_params(ratio);
+    p.positions.type = bad;
+    CHECK(kvc::compress_can_implement(p).code() == kInvalid);
+    CHECK(message_of(kvc::compress_can_implement(p)) == "positions index type 2" + tail);
+    p = valid_params(ratio);
+    p.slot.type = static_cast<kvc::IndexType>(-1);
+    CHECK(message_of(kvc::compress_can_implement(p)) == "slot index type -1" + tail);
+  }
+  auto b = valid_insert(2);
+  b.positions.type = bad;
+  CHECK(kvc::insert_can_implement(b).code() == kInvalid);
+  CHECK(message_of(kvc::insert_can_implement(b)) == "positions index type 2" + tail);
+  b = valid_insert(2);
+  b.record.cache_slot.type = static_cast<kvc::IndexType>(7);
+  CHECK(message_of(kvc::insert_can_implement(b)) == "cache slot index type 7" + tail);
+  CHECK(message_of(kvc::record_can_implement(b.record, 512)) == "cache slot index type 7" + tail);
+  kvc::FusedParams f{valid_params(2), valid_record()};
+  f.record.cache_slot.type = bad;
+  CHECK(message_of(kvc::fused_can_implement(f)) == "cache slot index type 2" + tail);
+  f = {valid_params(2), valid_record()};
+  f.compress.positions.type = bad;
+  CHECK(message_of(kvc::fused_can_implement(f)) == "positions index type 2" + tail);
+  // A null view is reported as null, before its type.
+  f.compress.positions.data = nullptr;
+  CHECK(message_of(kvc::fused_can_implement(f)) == "positions is null");
+  // Validator::index_type on its own: both valid types pass without a message.
+  kvc::detail::Validator v;
+  v.index_type(kvc::IndexType::kInt32, "slot").index_type(kvc::IndexType::kInt64, "slot");
+  CHECK(v.ok());
+  v.index_type(bad, "slot");
+  CHECK(message_of(v.status()) == "slot index type 2" + tail);
+}
+
+TEST_CASE("ratio < 1 is 'must be >= 1' (invalid) in every entry point, never 'not compiled'") {
+  for (int ratio : {0, -1, -128}) {
+    CAPTURE(ratio);
+    const std::string want = "compress ratio " + std::to_string(ratio) + " must be >= 1";
+    const auto check = [&](const kvc::Status& s) {
+      INFO("message: ", message_of(s));
+      CHECK(s.code() == kInvalid);
+      CHECK(message_of(s) == want);
+    };
+    auto a = valid_params(2);
+    a.ratio = ratio;
+    check(kvc::compress_can_implement(a));
+    auto b = valid_insert(2);
+    b.ratio = ratio;
+    check(kvc::insert_can_implement(b));
+    kvc::FusedParams f{valid_params(2), valid_record()};
+    f.compress.ratio = ratio;
+    check(kvc::fused_can_implement(f));
+    f.compress.latent = nullptr;  // the fused op's optional latent changes nothing
+    check(kvc::fused_can_implement(f));
+    // The validate-once paths of kvc::compress / insert / fused: no instance is called.
+    int calls = 0;
+    const auto count = [&](auto...) {
+      ++calls;
+      return kvc::Status::success();
+    };
+    check(kvc::detail::validate_dispatch_compress(a, count));
+    check(kvc::detail::validate_dispatch_insert(b, count));
+    check(kvc::detail::validate_dispatch_fused(f, count));
+    CHECK(calls == 0);
+    // The >= 1 check comes before head dim, layout, record and pointer checks.
+    a.head_dim = 384;
+    a.kv_score = nullptr;
+    check(kvc::compress_can_implement(a));
+    b.head_dim = 256;
+    b.record.rope_dim = 32;
+    b.latent = nullptr;
+    check(kvc::insert_can_implement(b));
+    f.record.cache.block_size = 0;
+    f.record.cos_sin = nullptr;
+    f.compress.weight = nullptr;
+    check(kvc::fused_can_implement(f));
+    // The dispatcher itself, as the torch examples call it.
+    check(kvc::dispatch_ratio(ratio, [&](auto) {
+      ++calls;
+      return kvc::Status::success();
+    }));
+    CHECK(calls == 0);
+  }
+  // Ratios >= 1 that are not compiled are still kNotSupported with the list.
+  auto a = valid_params(2);
+  a.ratio = 3;
+  CHECK(kvc::compress_can_implement(a).code() == kNotSupported);
+  CHECK(contains(kvc::compress_can_implement(a).message(), "not one of the compiled ratios"));
+  // num_tokens == 0 stays a no-op success whatever the ratio; a negative count comes first.
+  a.ratio = 0;
+  a.num_tokens = 0;
+  CHECK(kvc::compress_can_implement(a).ok());
+  a.num_tokens = -1;
+  CHECK(message_of(kvc::compress_can_implement(a)) == "num_tokens -1 is negative");
 }

@@ -26,8 +26,17 @@
 
 namespace kvc {
 
-/// Compile-time shape of the Op A kernel for one (Ratio, HeadDim, element type).
-template <int Ratio, int HeadDim, typename In>
+/// Small ratios: calls of at least this many R-token windows hold one row per warp (they
+/// fill the GPU with warps, and a row per block costs them the replicated index work and a
+/// block per window); smaller calls (decode steps) spread a row over kRowThreads threads.
+/// Measured on the H200 (bench/NOTES.md 15): at 2048 windows (decode 1024x4) the block rows
+/// are faster, at 4096 (prefill 1x8192, R = 2) the warp rows.
+constexpr int64_t kWarpRowMinWindows = 4096;
+
+/// Compile-time shape of the Op A kernel for one (Ratio, HeadDim, element type). RowThreads:
+/// the threads holding one row at small ratios, 0 for the default (default_row_threads:
+/// 128 at head dim 512) or 32 (a warp per row); the launch picks one by call size.
+template <int Ratio, int HeadDim, typename In, int RowThreads = 0>
 struct CompressConfig {
   static_assert(Ratio >= 1, "ratio must be positive");
   static_assert(HeadDim % 32 == 0 && HeadDim >= 64, "head dim must be a multiple of 32, >= 64");
@@ -35,11 +44,15 @@ struct CompressConfig {
   static constexpr bool kGated = Ratio > 1;
   static constexpr int kRowWidth = kGated ? 2 * HeadDim : HeadDim;  // elements of a kv_score row
   static constexpr bool kSplitGroup = Ratio >= 16;
-  // Threads holding one row. Small ratios: a whole 4-warp block per row (4 channels per
-  // thread at head dim 512), so the group's pooling, norm and epilogue are a quarter of a
-  // warp's instruction stream each — at decode that stream is the critical path
-  // (bench/NOTES.md 15). Split groups: one warp per row (the block splits the members).
-  static constexpr int kRowThreads = kSplitGroup ? 32 : default_row_threads(HeadDim);
+  // Threads holding one row. Small ratios, small calls: a whole 4-warp block per row (4
+  // channels per thread at head dim 512), so the group's pooling, norm and epilogue are a
+  // quarter of a warp's instruction stream each — at decode that stream is the critical
+  // path (bench/NOTES.md 15); large calls: a warp per row. Split groups: one warp per row
+  // (the block splits the members).
+  static constexpr int kRowThreads =
+      kSplitGroup ? 32 : RowThreads > 0 ? RowThreads : default_row_threads(HeadDim);
+  static_assert(kRowThreads == 32 || kRowThreads == 64 || kRowThreads == 128,
+                "a row is held by 32, 64 or 128 threads");
   static constexpr int kChannels = HeadDim / kRowThreads;  // channels of a row per thread
   static constexpr int kVecElems =  // elements per vector access (16 B at most)
       largest_pow2_divisor(kChannels, 16 / int(sizeof(In)));
@@ -47,23 +60,25 @@ struct CompressConfig {
   static_assert(kChannels % kVecElems == 0, "head dim must split into whole vectors per thread");
   static_assert(kVecElems % 2 == 0, "bf16 pairs");
   // Split groups over up to 8 warps (a power of two dividing the ratio, for the merge tree);
-  // small ratios: the block is the row's threads.
-  static constexpr int kWarps = kSplitGroup ? largest_pow2_divisor(Ratio, 8) : kRowThreads / 32;
+  // small ratios: the block is one row's threads, or 4 warps of a row each.
+  static constexpr int kWarps =
+      kSplitGroup ? largest_pow2_divisor(Ratio, 8) : kRowThreads > 32 ? kRowThreads / 32 : 4;
   static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kWindowsPerBlock = kSplitGroup ? 1 : kThreads / kRowThreads;
   static constexpr int kMembersPerWarp = kSplitGroup ? Ratio / kWarps : Ratio;
   // Members whose rows are loaded together: about 64 floats of input per thread in flight.
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
   static constexpr int kBatch = largest_divisor(kMembersPerWarp, kBatchWanted);
   static_assert(kMembersPerWarp % kBatch == 0, "members per warp must be a multiple of the batch");
-  // Small ratios: each block owns a window of Ratio consecutive tokens (about one group).
+  // Small ratios: each row group of threads owns a window of Ratio consecutive tokens.
   // Large ratios: 2 tokens per warp, so a decode batch spreads its ring copies and rare
   // closings over many blocks. R-token windows for large split-group calls were measured
   // and were slower (bench/NOTES.md 8), so every call uses kSmallWindow.
-  static constexpr int kSmallWindow = kSplitGroup ? 2 * kWarps : Ratio;
+  static constexpr int kSmallWindow = kSplitGroup ? 2 * kWarps : Ratio * kWindowsPerBlock;
   static constexpr int kMaxTokensPerBlock = kSmallWindow;
   /// The window the launch uses for a call of `num_tokens` tokens (<= kMaxTokensPerBlock).
   KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t /*num_tokens*/) { return kSmallWindow; }
-  // Small ratios up to 2 load every row of a block's window together with its indices (one
+  // Small ratios up to 2 load every row of a window together with its indices (one
   // round trip for a decode group whose rows are all in the input); larger ones would hold
   // Ratio rows in registers and load members after the indices instead.
   static constexpr bool kSpeculativeRows = !kSplitGroup && Ratio <= 2;
@@ -120,10 +135,10 @@ KVC_DEVICE bool collides(const HeadReads& h, int64_t slot, const RingLayout& rin
   return distance < h.count;
 }
 
-/// Op A's per-warp building blocks for one configuration.
-template <int Ratio, int HeadDim, typename In>
+/// Op A's building blocks for the threads of one row, for one configuration.
+template <int Ratio, int HeadDim, typename In, int RowThreads = 0>
 struct CompressWarp {
-  using Cfg = CompressConfig<Ratio, HeadDim, In>;
+  using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
   static constexpr int N = Cfg::kChannels;
   static constexpr int E = Cfg::kVecElems;
   using Raw = Array<In, N>;

@@ -1,10 +1,11 @@
-// kvcompress — Op A for small ratios (R < 16): one block per window of R consecutive tokens.
+// kvcompress — Op A for small ratios (R < 16): the threads of one row (RowThreads: a warp,
+// or a whole 128-thread block for decode-sized calls) per window of R consecutive tokens.
 //
-// The block's threads share the rows: thread k (0 .. CompressConfig::kRowThreads - 1) holds
-// channels of every row of the window (4 of 512 per thread), so the pooling, the norm and
-// the epilogue of a group are split four ways; every warp makes the index decisions below
-// for itself (the same loads, the same results, no barrier), so the warps never wait on
-// each other except in the RMSNorm sum. A decode step is a chain of dependent memory round
+// The row's threads share the rows: thread k (0 .. CompressConfig::kRowThreads - 1) holds
+// channels of every row of the window (4 of 512 per thread with a 128-thread row, 16 with a
+// warp), so a block row splits the pooling, the norm and the epilogue of a group four ways;
+// every warp makes the index decisions below for itself (the same loads, the same results,
+// no barrier), so the warps never wait on each other except in the RMSNorm sum. A decode step is a chain of dependent memory round
 // trips and one group's instruction stream, so this mapping keeps it to two round trips
 // and a quarter of the instructions:
 //  1. one round trip: the lanes of each warp load the window's indices (lane i < R: token
@@ -41,23 +42,25 @@ struct WindowIndices {
   int32_t req = -1, req_ahead = -1, req_back = -1, req_long = -1;
 };
 
-template <int Ratio, int HeadDim, typename In, class Epilogue>
+template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
 KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& epilogue) {
-  using Cfg = CompressConfig<Ratio, HeadDim, In>;
-  using Warp = CompressWarp<Ratio, HeadDim, In>;
+  using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
+  using Warp = CompressWarp<Ratio, HeadDim, In, RowThreads>;
   using Raw = typename Warp::Raw;
   constexpr int R = Ratio;
   constexpr int N = Cfg::kChannels;
   constexpr int kRows = Cfg::kSpeculativeRows ? R : 1;
   constexpr unsigned kAll = 0xffffffffu;
   static_assert(!Cfg::kSplitGroup && 2 * R - 1 <= 32, "small-ratio path: a window fits in a warp");
-  static_assert(Cfg::kThreads == Cfg::kRowThreads, "the block is the row's threads");
+  static_assert(Cfg::kRowThreads == 32 || Cfg::kThreads == Cfg::kRowThreads,
+                "a row is a warp, or the whole block (its reductions use __syncthreads)");
 
-  const int lane = threadIdx.x % 32;  // index roles (one token per lane)
-  const int thread = threadIdx.x;     // channel slice of every row (kRowThreads == blockDim.x)
+  const int lane = threadIdx.x % 32;                // index roles (one token per lane)
+  const int thread = threadIdx.x % Cfg::kRowThreads;  // channel slice of every row
   const int64_t T = p.num_tokens;
-  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * R;
-  if (w0 >= T) return;  // block-uniform
+  const int64_t w0 =
+      (static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock + threadIdx.x / Cfg::kRowThreads) * R;
+  if (w0 >= T) return;  // uniform over the row's threads (a warp or the block)
   [[maybe_unused]] const int C = p.ring_layout.capacity;
   [[maybe_unused]] const int reach = C - R + 1;  // a tail store can hit a head row only this far in
 

@@ -1,18 +1,19 @@
 // kvcompress — Op B kernel: rope, quantize, insert (SPEC §2).
 //
-// Work mapping. A block owns a window of consecutive tokens and its threads share every
-// record: thread k (0 .. InsertConfig::kRowThreads - 1) holds 4 of a record's 512 channels,
-// so rotating and quantizing one record is a quarter of a warp's instruction stream (at
-// decode that stream is the critical path, bench/NOTES.md 15).
+// Work mapping. A row group of threads (the whole 128-thread block for decode-sized calls,
+// a warp for large ones) owns a window of consecutive tokens and shares every record:
+// thread k (0 .. InsertConfig::kRowThreads - 1) holds 4 (block) or 16 (warp) of a record's
+// 512 channels, so a block rotates and quantizes a record in a quarter of a warp's
+// instruction stream (at decode that stream is the critical path, bench/NOTES.md 15).
 //  1. one round trip: in every warp, each lane loads its token's cache slot and position,
 //     and the warp ballots the tokens that write a record (at ratio R one in R closes a
 //     group); every warp finds the same writers, so no barrier is needed;
 //  2. per record: the latent row and the angles of its group position in one round trip,
 //     the next record's loads issued before the current record is rotated, quantized and
 //     stored (vector stores straight from registers).
-// The window is a launch argument: R tokens per block for small calls (decode: one record
-// per block, the work spread over many blocks), growing to 32 for large calls while the
-// call still fills the GPU, so a block keeps several records in flight.
+// The window is a launch argument: R tokens for small calls (decode: one record per row
+// group, the work spread over many blocks), growing to 32 for large calls while the call
+// still fills the GPU, so a row group keeps several records in flight.
 #pragma once
 
 #include <cstdint>
@@ -27,25 +28,40 @@
 
 namespace kvc {
 
-template <int Ratio, int HeadDim>
+/// Op B calls of at least this many tokens hold a record per warp (enough records to fill
+/// the GPU with warps); smaller ones (decode steps) spread a record over kRowThreads threads.
+/// Measured on the H200 (bench/NOTES.md 15): block records are faster up to 768 tokens
+/// (spec 128x6), warp records from 4096 (decode 1024x4).
+constexpr int64_t kWarpRecordMinTokens = 2048;
+
+/// Compile-time shape of the Op B kernel. RowThreads: threads per record, 0 for the default
+/// (default_row_threads: 128 at head dim 512) or 32; the launch picks one by call size.
+template <int Ratio, int HeadDim, int RowThreads = 0>
 struct InsertConfig {
-  static constexpr int kRowThreads = default_row_threads(HeadDim);  // threads per record
+  static constexpr int kRowThreads = RowThreads > 0 ? RowThreads : default_row_threads(HeadDim);
+  static_assert(kRowThreads == 32 || kRowThreads == 64 || kRowThreads == 128,
+                "a record is held by 32, 64 or 128 threads");
   static constexpr int kVecElems = largest_pow2_divisor(HeadDim / kRowThreads, 8);  // bf16 per access
-  static constexpr int kWarps = kRowThreads / 32;
-  static constexpr int kThreads = kRowThreads;
-  // Tokens per block: at least one record's worth (R, capped at a lane each), at most 32.
+  // The block: one record's threads, or 4 warps of a record each.
+  static constexpr int kWarps = kRowThreads > 32 ? kRowThreads / 32 : 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kGroups = kThreads / kRowThreads;  // row groups (windows) per block
+  // Tokens per window: at least one record's worth (R, capped at a lane each), at most 32.
   static constexpr int kSmallWindow = Ratio < 32 ? Ratio : 32;
   static constexpr int kLargeWindow = 32;
   // Below this many blocks a larger window would leave warps idle (about eight 4-warp blocks
   // per SM of a 132-SM GPU).
   static constexpr int64_t kMinBlocks = 1024;
-  /// The launch argument, tokens per block for a launch of `num_tokens` tokens: the largest
-  /// power-of-two multiple of kSmallWindow (up to kLargeWindow) that still gives kMinBlocks
-  /// blocks.
-  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens) {
+  /// Tokens per window for a launch of `num_tokens` tokens: the largest power-of-two
+  /// multiple of kSmallWindow (up to kLargeWindow) that still gives kMinBlocks blocks.
+  KVC_HOST_DEVICE static constexpr int tokens_per_window(int64_t num_tokens) {
     int w = kSmallWindow;
-    while (2 * w <= kLargeWindow && (num_tokens + 2 * w - 1) / (2 * w) >= kMinBlocks) w *= 2;
+    while (2 * w <= kLargeWindow && (num_tokens + 2 * w * kGroups - 1) / (2 * w * kGroups) >= kMinBlocks) w *= 2;
     return w;
+  }
+  /// The launch argument: tokens per block.
+  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens) {
+    return kGroups * tokens_per_window(num_tokens);
   }
   using Row = RowFragment<HeadDim, kVecElems, kRowThreads>;
 };
@@ -94,12 +110,13 @@ KVC_DEVICE void write_record(const RecordArgs& r, Row& row, int64_t slot, const 
 }  // namespace detail
 
 /// Op B (rope_quant_insert). The rope style is a run-time choice inside the kernel. Launch
-/// with InsertConfig::kThreads threads, tokens_per_block = InsertConfig::tokens_per_block(T)
-/// and ceil(T / tokens_per_block) blocks; kvc::insert() does this after validation.
-template <int Ratio, int HeadDim, class Layout>
-__global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim>::kThreads)
+/// with InsertConfig<..., RowThreads>::kThreads threads, tokens_per_block =
+/// InsertConfig::tokens_per_block(T) and ceil(T / tokens_per_block) blocks; kvc::insert()
+/// does this after validation, with RowThreads = 32 from kWarpRecordMinTokens tokens.
+template <int Ratio, int HeadDim, class Layout, int RowThreads = 0>
+__global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThreads)
     insert_kernel(const InsertParams p, const int tokens_per_block) {
-  using Cfg = InsertConfig<Ratio, HeadDim>;
+  using Cfg = InsertConfig<Ratio, HeadDim, RowThreads>;
   using Row = typename Cfg::Row;
   constexpr int E = Cfg::kVecElems;
   constexpr unsigned kAll = 0xffffffffu;
@@ -108,14 +125,15 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim>::kThreads)
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
   arch::wait_for_prior_grids();
   arch::allow_dependent_grids();
-  const int lane = threadIdx.x % 32;  // one token per lane
-  const int thread = threadIdx.x;     // channel slice of every record (kRowThreads == blockDim.x)
-  const int window = tokens_per_block;  // <= 32
-  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * window;
-  if (w0 >= p.num_tokens) return;  // block-uniform
+  const int lane = threadIdx.x % 32;                // one token per lane
+  const int thread = threadIdx.x % Cfg::kRowThreads;  // channel slice of every record
+  const int window = tokens_per_block / Cfg::kGroups;  // tokens per row group, <= 32
+  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * tokens_per_block +
+                     (threadIdx.x / Cfg::kRowThreads) * window;
+  if (w0 >= p.num_tokens) return;  // uniform over the record's threads (a warp or the block)
 
   // 1. One token per lane: slot and position together, then the writers of the window
-  // (the same in every warp).
+  // (the same in every warp of the row group).
   int64_t slot = -1, group_pos = 0;
   bool writes = false;
   if (lane < window && w0 + lane < p.num_tokens) {
@@ -124,7 +142,7 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim>::kThreads)
     writes = detail::record_target<Ratio>(p.record, pos, slot, group_pos);
   }
   unsigned writers = __ballot_sync(kAll, writes);
-  if (writers == 0u) return;  // block-uniform
+  if (writers == 0u) return;  // uniform over the record's threads
 
   // 2. Records one after another, each one's loads in flight while the previous is written.
   struct Fetched {

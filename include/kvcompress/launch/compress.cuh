@@ -30,15 +30,28 @@ Status check_instance(const CompressParams& p) {
 /// params that were validated already: grid and window from CompressConfig, then
 /// launch_kernel. launch_compress / launch_fused validate and call it; kvc::compress and
 /// kvc::fused reach it through validate_dispatch_compress / _fused, which validate once.
+template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
+Status launch_compress_rows(const char* name, const CompressParams& p, cudaStream_t stream,
+                            const LaunchOptions& options, const Epilogue& epilogue) {
+  using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
+  const int window = Cfg::tokens_per_block(p.num_tokens);
+  const int64_t blocks = (p.num_tokens + window - 1) / window;
+  return launch_kernel(name, compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>,
+                       dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream, options,
+                       p, epilogue, window);
+}
+
+/// ... with the row mapping for the call's size: at small ratios, a warp per row for calls
+/// of kWarpRowMinWindows windows or more, the default (a block per row) below.
 template <int Ratio, int HeadDim, typename In, class Epilogue>
 Status launch_compress_unchecked(const char* name, const CompressParams& p, cudaStream_t stream,
                                  const LaunchOptions& options, const Epilogue& epilogue) {
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
-  const int window = Cfg::tokens_per_block(p.num_tokens);
-  const int64_t blocks = (p.num_tokens + window - 1) / window;
-  return launch_kernel(name, compress_kernel<Ratio, HeadDim, In, Epilogue>,
-                       dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream, options,
-                       p, epilogue, window);
+  if constexpr (!Cfg::kSplitGroup && Cfg::kRowThreads > 32) {
+    if (p.num_tokens / Ratio >= kWarpRowMinWindows)
+      return launch_compress_rows<Ratio, HeadDim, In, 32>(name, p, stream, options, epilogue);
+  }
+  return launch_compress_rows<Ratio, HeadDim, In, 0>(name, p, stream, options, epilogue);
 }
 
 }  // namespace detail
@@ -52,6 +65,7 @@ Status launch_compress(const CompressParams& p, cudaStream_t stream,
                        const LaunchOptions& options = {}, const Epilogue& epilogue = {}) {
   Status s = detail::check_token_count(p.num_tokens);
   if (!s.ok() || p.num_tokens == 0) return s;
+  if (p.ratio < 1) return detail::invalid("compress ratio ", p.ratio, " must be >= 1");
   s = detail::check_instance<Ratio, HeadDim, In>(p);
   if (!s.ok()) return s;
   s = detail::compress_check_params(p);

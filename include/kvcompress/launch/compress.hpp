@@ -52,8 +52,10 @@ inline Status compress_check_params(const CompressParams& p, bool latent_optiona
       .stride(p.kv_score_stride, row_width, vec, "kv_score row stride",
               p.ratio > 1 ? "the row width 2 * head_dim =" : "the row width head_dim =")
       .not_null(p.positions.data, "positions")
+      .index_type(p.positions.type, "positions")
       .aligned(p.positions.data, index_size(p.positions.type), "positions")
       .not_null(p.slot.data, "slot")
+      .index_type(p.slot.type, "slot")
       .aligned(p.slot.data, index_size(p.slot.type), "slot")
       .not_null(p.weight, "weight")
       .aligned(p.weight, bf16_vec_bytes, "weight")
@@ -65,9 +67,11 @@ inline Status compress_check_params(const CompressParams& p, bool latent_optiona
   if (p.ratio > 1) {
     const RingLayout& r = p.ring_layout;
     v.not_null(p.qsl, "qsl")
+        .aligned(p.qsl, alignof(int32_t), "qsl")
         .require(p.qsl_size >= 2, "qsl_size ", p.qsl_size,
                  " must be num_reqs + 1 >= 2 when compress ratio > 1")
         .not_null(p.req, "req")
+        .aligned(p.req, alignof(int32_t), "req")
         .not_null(p.ring, "ring")
         .aligned(p.ring, vec_bytes, "ring")
         .require(r.capacity >= p.ratio, "ring capacity ", r.capacity,

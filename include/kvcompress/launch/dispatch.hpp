@@ -10,6 +10,7 @@
 #include "../core/status.hpp"
 #include "../core/types.hpp"
 #include "../layout/cache.hpp"
+#include "validate.hpp"
 
 namespace kvc {
 
@@ -30,7 +31,9 @@ inline std::string list_string(const int* values, int n) {
 }
 }  // namespace detail
 
-/// Calls f(Int<R>{}) for the runtime ratio, or returns kNotSupported naming the list.
+/// Calls f(Int<R>{}) for the runtime ratio, or returns kNotSupported naming the list; a
+/// ratio < 1 is no ratio at all: kInvalidArgument "compress ratio R must be >= 1", the message
+/// of compress_check_params / insert_check_params, never "not compiled".
 template <class F>
 Status dispatch_ratio(int ratio, F&& f) {
   switch (ratio) {
@@ -43,6 +46,7 @@ Status dispatch_ratio(int ratio, F&& f) {
     case 64: return f(Int<64>{});
     case 128: return f(Int<128>{});
     default:
+      if (ratio < 1) return detail::invalid("compress ratio ", ratio, " must be >= 1");
       return Status::not_supported(
           "compress ratio " + std::to_string(ratio) + " is not one of the compiled ratios " +
           detail::list_string(kSupportedRatios, int(std::size(kSupportedRatios))) +

@@ -16,15 +16,26 @@ namespace detail {
 
 /// The launch of an Op B instance for params that were validated already (see
 /// launch_compress_unchecked).
+template <int Ratio, int HeadDim, class Layout, int RowThreads>
+Status launch_insert_rows(const InsertParams& p, cudaStream_t stream, const LaunchOptions& options) {
+  using Cfg = InsertConfig<Ratio, HeadDim, RowThreads>;
+  const int window = Cfg::tokens_per_block(p.num_tokens);
+  const int64_t blocks = (p.num_tokens + window - 1) / window;
+  return launch_kernel("insert_kernel", insert_kernel<Ratio, HeadDim, Layout, RowThreads>,
+                       dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream, options,
+                       p, window);
+}
+
+/// ... with the record mapping for the call's size: a warp per record from
+/// kWarpRecordMinTokens tokens, the default (a block per record) below.
 template <int Ratio, int HeadDim, class Layout>
 Status launch_insert_unchecked(const InsertParams& p, cudaStream_t stream,
                                const LaunchOptions& options) {
-  using Cfg = InsertConfig<Ratio, HeadDim>;
-  const int window = Cfg::tokens_per_block(p.num_tokens);
-  const int64_t blocks = (p.num_tokens + window - 1) / window;
-  return launch_kernel("insert_kernel", insert_kernel<Ratio, HeadDim, Layout>,
-                       dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream, options,
-                       p, window);
+  if constexpr (InsertConfig<Ratio, HeadDim>::kRowThreads > 32) {
+    if (p.num_tokens >= kWarpRecordMinTokens)
+      return launch_insert_rows<Ratio, HeadDim, Layout, 32>(p, stream, options);
+  }
+  return launch_insert_rows<Ratio, HeadDim, Layout, 0>(p, stream, options);
 }
 
 }  // namespace detail
@@ -36,6 +47,7 @@ template <int Ratio, int HeadDim, class Layout>
 Status launch_insert(const InsertParams& p, cudaStream_t stream, const LaunchOptions& options = {}) {
   Status s = detail::check_token_count(p.num_tokens);
   if (!s.ok() || p.num_tokens == 0) return s;
+  if (p.ratio < 1) return detail::invalid("compress ratio ", p.ratio, " must be >= 1");
   if (p.ratio != Ratio || p.head_dim != HeadDim)
     return detail::invalid("params (ratio ", p.ratio, ", head dim ", p.head_dim,
                            ") do not match the kernel instance (ratio ", Ratio, ", head dim ",
@@ -68,6 +80,7 @@ Status launch_fused(const FusedParams& p, cudaStream_t stream, const LaunchOptio
   const CompressParams& c = p.compress;
   Status s = detail::check_token_count(c.num_tokens);
   if (!s.ok() || c.num_tokens == 0) return s;
+  if (c.ratio < 1) return detail::invalid("compress ratio ", c.ratio, " must be >= 1");
   s = detail::check_instance<Ratio, HeadDim, In>(c);
   if (!s.ok()) return s;
   s = detail::record_check<Layout>(p.record, c.head_dim);

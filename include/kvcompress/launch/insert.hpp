@@ -47,6 +47,7 @@ Status record_check(const RecordArgs& r, int head_dim) {
                " is smaller than the rope dim ", r.rope_dim)
       .require(r.cos_sin_rows >= 1, "cos_sin_rows ", r.cos_sin_rows, " must be >= 1")
       .not_null(r.cache_slot.data, "cache slot")
+      .index_type(r.cache_slot.type, "cache slot")
       .aligned(r.cache_slot.data, index_size(r.cache_slot.type), "cache slot");
   return std::move(v).status();
 }
@@ -89,6 +90,7 @@ inline Status insert_check_params(const InsertParams& p) {
       .aligned(p.latent, 2 * vec, "latent")
       .stride(p.latent_stride, p.head_dim, vec, "latent row stride", "head_dim =")
       .not_null(p.positions.data, "positions")
+      .index_type(p.positions.type, "positions")
       .aligned(p.positions.data, index_size(p.positions.type), "positions");
   return std::move(v).status();
 }

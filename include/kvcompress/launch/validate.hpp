@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "../core/status.hpp"
+#include "../core/types.hpp"
 
 // Marks the functions that build failure messages: kept out of line and off the hot path.
 #if defined(__GNUC__) || defined(__clang__)
@@ -84,6 +85,13 @@ class Validator {
   Validator& aligned(const void* p, int bytes, const char* name) {
     return require(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes) == 0,
                    name, " address ", Hex{p}, " is not aligned to ", bytes, " bytes");
+  }
+  /// `type` is one of the IndexType enumerators (an out-of-range value would be read as
+  /// int32 by IndexPtr::load but sized as int64 by index_size). Check it before aligned().
+  Validator& index_type(IndexType type, const char* name) {
+    return require(type == IndexType::kInt32 || type == IndexType::kInt64, name, " index type ",
+                   static_cast<int>(type),
+                   " is not a valid IndexType: it must be kInt32 (int32) or kInt64 (int64)");
   }
   /// A row stride in elements: at least `min_elems`, and a multiple of `multiple`.
   Validator& stride(int64_t value, int64_t min_elems, int64_t multiple, const char* name,

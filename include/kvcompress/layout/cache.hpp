@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "../core/codecs.hpp"
@@ -194,6 +195,12 @@ struct Fp8RowsLayout {
   }
   static Status check(const CacheParams& c) {
     if (c.scale == nullptr) return Status::invalid("fp8 rows: scale is null");
+    if (reinterpret_cast<std::uintptr_t>(c.scale) % alignof(float) != 0) {
+      char address[32];
+      std::snprintf(address, sizeof address, "%p", static_cast<const void*>(c.scale));
+      return Status::invalid(std::string("fp8 rows: scale address ") + address +
+                             " is not aligned to " + std::to_string(alignof(float)) + " bytes");
+    }
     if (c.row_stride < kRecordBytes)
       return Status::invalid("fp8 rows: row stride " + std::to_string(c.row_stride) +
                              " bytes is smaller than a record, " + std::to_string(kRecordBytes));
