@@ -105,6 +105,26 @@ TEST_CASE("Op A: split groups in calls of >= 16 R tokens") {
   }
 }
 
+TEST_CASE("Op A: both row mappings, just below and at kWarpRowMinWindows windows") {
+  // Calls of fewer than kWarpRowMinWindows R-token windows spread a row over a block, larger
+  // ones hold a row per warp: each side of the switch, with long chunks at odd starts (head
+  // groups, ring tails longer than the ring), decode requests and padding.
+  std::mt19937_64 rng(15);
+  for (int ratio : {1, 2, 4})
+    for (int64_t windows : {kvc::kWarpRowMinWindows - 1, kvc::kWarpRowMinWindows}) {
+      const int64_t T = windows * ratio;
+      const int decode = 40, padding = 3;
+      const int64_t rest = T - decode - padding;
+      const int first = static_cast<int>(rest / 2 + 1), second = static_cast<int>(rest) - first;
+      BatchShape s = shape_of(ratio, 512, {{first, 77}, {second, 5}}, padding);
+      for (int i = 0; i < decode; ++i) s.requests.push_back({1, 1000 + 13 * i});
+      Batch b = kvctest::make_batch(rng, s);
+      REQUIRE(b.num_tokens() == T);
+      for (bool bf16 : {false, true})
+        run_batch(Batch(b), Variant{bf16, ratio == 2}, rng, "windows " + std::to_string(windows));
+    }
+}
+
 TEST_CASE("Op A: chunks longer than the ring overwrite rows the head group still reads") {
   std::mt19937_64 rng(13);
   for (int ratio : {2, 4, 8, 16, 128}) {
