@@ -305,7 +305,7 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
   switch (kv_cache.scalar_type()) {
     case at::kByte:
       // The [pages, B, 584] view covers the page's B*576 value bytes and B*8 scale bytes
-      // (page-segregated byte map, SPEC §2a); records must be packed inside the page.
+      // (page-segregated byte map, contract §2.3 a); records must be packed inside the page.
       KVC_TORCH_CHECK_VALUE(block == 1 || kv_cache.stride(1) == kvc::Fp8DsMlaLayout::kRecordBytes,
                         op, ": a uint8 (fp8_ds_mla) kv_cache must be packed within a page "
                         "(stride(1) == 584), got strides ", kv_cache.strides());

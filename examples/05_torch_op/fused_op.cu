@@ -1,4 +1,4 @@
-// 05_torch_op — fused_compress_insert (SPEC §3): Op A and Op B in one launch, the record
+// 05_torch_op — fused_compress_insert (contract §3): Op A and Op B in one launch, the record
 // written from registers, the latent optional. Validated by kvc::fused_can_implement, then
 // dispatched at run time over ratios x {fp32, bf16} x cache layouts to
 // kvc::launch_fused<R, 512, In, Layout> (48 kernels, the largest of the three files).

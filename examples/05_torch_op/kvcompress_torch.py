@@ -93,7 +93,7 @@ def load(verbose: bool = False):
 def fused_save_compress_norm(kv_score, positions, state_cache, slot_mapping, query_start_loc,
                              token_to_req_indices, rms_norm_weight, rms_norm_eps,
                              compress_ratio, latent_out):
-    """Op A (SPEC §1): gated pooling of every ``compress_ratio`` tokens, RMSNorm, ring update.
+    """Op A (contract §1): gated pooling of every ``compress_ratio`` tokens, RMSNorm, ring update.
 
     kv_score [T, 2*512] (ratio > 1: kv then score) or [T, 512] (ratio 1), float32 or
     bfloat16; positions [T] int64 (or int32); state_cache [num_blocks, C, 2*512] of
@@ -109,7 +109,7 @@ def fused_save_compress_norm(kv_score, positions, state_cache, slot_mapping, que
 
 def rope_quant_insert(latent, positions, cos_sin_cache, kv_cache, slot_mapping, compress_ratio,
                       fp8_scale=None):
-    """Op B (SPEC §2): GPT-J RoPE on the last 64 dims at the group's first position, quantize,
+    """Op B (contract §2): GPT-J RoPE on the last 64 dims at the group's first position, quantize,
     write one record per closing token with ``slot_mapping >= 0`` (page = slot // B).
 
     latent [T, 512] bfloat16; positions [T] int64; cos_sin_cache [max_pos, 64] float32 or
@@ -125,7 +125,7 @@ def fused_compress_insert(kv_score, positions, state_cache, slot_mapping, query_
                           token_to_req_indices, rms_norm_weight, rms_norm_eps, compress_ratio,
                           cos_sin_cache, kv_cache, kv_slot_mapping, latent_out=None,
                           fp8_scale=None):
-    """Op A then Op B in one launch (SPEC §3), bit-identical to the two ops.
+    """Op A then Op B in one launch (contract §3), bit-identical to the two ops.
 
     The first nine arguments are fused_save_compress_norm's (slot_mapping = ring slots), then
     rope_quant_insert's cos_sin_cache, kv_cache and kv_slot_mapping (cache slots);

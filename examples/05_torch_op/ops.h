@@ -12,7 +12,7 @@
 
 namespace kvc_torch {
 
-// Op A (SPEC §1). kv_score [T, 2*D] (ratio > 1: kv then score) or [T, D] (ratio 1), fp32 or
+// Op A (contract §1). kv_score [T, 2*D] (ratio > 1: kv then score) or [T, D] (ratio 1), fp32 or
 // bf16; positions [T] int64/int32; state_cache [blocks, C, 2*D] of kv_score's dtype (ratio > 1,
 // may be None at ratio 1); slot_mapping [T] ring slots (-1 = padding); query_start_loc
 // [num_reqs + 1] int32; token_to_req_indices [T] int32; rms_norm_weight [D] bf16;
@@ -25,7 +25,7 @@ void fused_save_compress_norm(const at::Tensor& kv_score, const at::Tensor& posi
                               const at::Tensor& rms_norm_weight, double rms_norm_eps,
                               int64_t compress_ratio, const at::Tensor& latent_out);
 
-// Op B (SPEC §2). latent [T, D] bf16; cos_sin_cache [max_pos, 64] fp32/bf16; kv_cache:
+// Op B (contract §2). latent [T, D] bf16; cos_sin_cache [max_pos, 64] fp32/bf16; kv_cache:
 // uint8 [pages, B, 584] (fp8_ds_mla), bf16 [pages, B, D] or float8_e4m3fn [pages, B, D]
 // (then fp8_scale, a 1-element fp32 tensor, is required); slot_mapping [T] cache slots.
 void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
@@ -33,7 +33,7 @@ void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
                        const at::Tensor& slot_mapping, int64_t compress_ratio,
                        const std::optional<at::Tensor>& fp8_scale);
 
-// Fused op (SPEC §3): Op A's arguments, then Op B's record arguments; latent_out optional.
+// Fused op (contract §3): Op A's arguments, then Op B's record arguments; latent_out optional.
 // slot_mapping addresses the ring (state_cache), kv_slot_mapping the compressed cache.
 void fused_compress_insert(const at::Tensor& kv_score, const at::Tensor& positions,
                            const std::optional<at::Tensor>& state_cache,

@@ -90,7 +90,7 @@ def bf16_bits(t):
 
 
 # ---------------------------------------------------------------------------------------------
-# Batches (SPEC §1 conventions: requests packed in order, trailing padding with slot -1)
+# Batches (contract §1 conventions: requests packed in order, trailing padding with slot -1)
 
 
 class Batch:
@@ -169,7 +169,7 @@ def run_compress(b):
 
 
 # ---------------------------------------------------------------------------------------------
-# Op A reference (SPEC §1)
+# Op A reference (contract §1)
 
 
 def ref_compress(b):
@@ -289,7 +289,7 @@ def test_compress_int32_indices_and_empty():
 
 
 # ---------------------------------------------------------------------------------------------
-# Op B reference (SPEC §2)
+# Op B reference (contract §2)
 
 
 def rotate(x, cs):
@@ -471,7 +471,7 @@ def test_insert_matches_reference(kind, ratio, cs_dtype):
 
 
 # ---------------------------------------------------------------------------------------------
-# Op A then Op B, and the fused op (SPEC §3: bit-identical to the two ops)
+# Op A then Op B, and the fused op (contract §3: bit-identical to the two ops)
 
 
 @pytest.mark.parametrize("kind", ["fp8_ds_mla", "bf16", "fp8"])

@@ -1,4 +1,4 @@
-// kvcompress tests — random Op A batches (SPEC §1) shared by the host and device tiers.
+// kvcompress tests — random Op A batches (contract §1) shared by the host and device tiers.
 //
 // A Batch is plain host data in the reference's conventions: fp32 kv_score rows, int64
 // positions and slots, int32 qsl/req, an fp32 ring with element strides, bf16 weight bits.

@@ -1,5 +1,5 @@
 // Host tier: the per-thread functors GatedPool and RmsNorm (functor/*.hpp) on fragments,
-// against float64 formulas written out in this file (SPEC §1.3, §1.4).
+// against float64 formulas written out in this file (contract §1.3, §1.4).
 #include <doctest/doctest.h>
 
 #include <kvcompress/functor/gated_pool.hpp>
@@ -39,7 +39,7 @@ struct Group {
   kvc::Array<float, N> score[R];
 };
 
-/// SPEC §1.3 in float64, one channel: softmax over the members, per channel.
+/// contract §1.3 in float64, one channel: softmax over the members, per channel.
 template <int R, int N>
 double pool64(const Group<R, N>& g, int channel, int first = 0, int count = R) {
   double m = -std::numeric_limits<double>::infinity();
@@ -283,7 +283,7 @@ TEST_CASE("GatedPool<1>::pool is the identity, bit for bit") {
 
 namespace {
 
-/// SPEC §1.4 in float64: x / sqrt(sum x^2 / D + eps) * w.
+/// contract §1.4 in float64: x / sqrt(sum x^2 / D + eps) * w.
 template <int D>
 std::vector<double> rms_norm64(const kvc::Array<float, D>& x, const kvc::Array<uint16_t, D>& w,
                                float eps) {

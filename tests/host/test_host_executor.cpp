@@ -1,4 +1,4 @@
-// Host tier: a host executor of SPEC §1 (Op A) built from the library's own pieces —
+// Host tier: a host executor of contract §1 (Op A) built from the library's own pieces —
 // GatedPool with one "thread" owning the whole row, RmsNorm, RingLayout, float_to_bf16 —
 // run on random batches and compared with the float64 reference. This cross-checks the
 // reference and the functors before any GPU runs: latent within 1 bf16 ulp of float64,
@@ -34,7 +34,7 @@ struct Members {
   kvc::Array<float, D> score[R];
 };
 
-/// SPEC §1 on the host. `latent` is [T, latent_stride] bf16 bits (pre-poisoned); `ring` is
+/// contract §1 on the host. `latent` is [T, latent_stride] bf16 bits (pre-poisoned); `ring` is
 /// updated in place. Every ring read happens before the first ring store.
 template <int R, int D>
 void host_compress(const kvctest::Batch& b, std::vector<uint16_t>& latent, int64_t latent_stride,

@@ -1,4 +1,4 @@
-// Host tier: the record-side functors of Op B (SPEC §2) — Ue8m0TileQuantizer,
+// Host tier: the record-side functors of Op B (contract §2) — Ue8m0TileQuantizer,
 // PerTensorE4m3Quantizer, Rotary — and the cache layouts' byte maps (layout/cache.hpp),
 // against the independent float64 reference (tests/reference/reference.hpp) and against
 // values worked out by hand in this file.
@@ -69,7 +69,7 @@ std::string fmt(const char* format, ...) {
 }
 
 // ---------------------------------------------------------------------------------------
-// SPEC §2 layout a, the tile recipe, written out with the float64 reference.
+// contract §2 layout a, the tile recipe, written out with the float64 reference.
 
 using Tile = kvc::Ue8m0TileQuantizer<64>;
 
@@ -677,7 +677,7 @@ TEST_CASE("Fp8DsMlaLayout: static sizes and the byte map for block sizes 1, 16, 
       int64_t max_value_end = base, min_scale_begin = base + stride;
       for (int64_t r = 0; r < B; ++r) {
         const int64_t v = L::value_offset(c, page, r), s = L::scale_offset(c, page, r);
-        // SPEC §2 a: value row r at r*576, scale row r at B*576 + r*8.
+        // contract §2.3 a: value row r at r*576, scale row r at B*576 + r*8.
         CHECK(v == base + r * 576);
         CHECK(s == base + int64_t{B} * 576 + r * 8);
         ranges.push_back({v, v + L::kValueBytes, "value", r});

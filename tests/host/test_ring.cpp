@@ -1,4 +1,4 @@
-// Host tier: RingLayout address functions and the ring capacity rule (layout/ring.hpp, SPEC §1).
+// Host tier: RingLayout address functions and the ring capacity rule (layout/ring.hpp, contract §1).
 #include <doctest/doctest.h>
 
 #include <kvcompress/layout/ring.hpp>
@@ -73,7 +73,7 @@ TEST_CASE("ring_capacity(R, k) = max(8, bit_ceil(k + R)), vLLM's rule at R = 2, 
       const int got = kvc::ring_capacity(ratio, k);
       CHECK_MESSAGE(got == want, "R = ", ratio, ", k = ", k);
       if (ratio == 2) CHECK_MESSAGE(got == vllm_ring_capacity(k), "k = ", k);
-      // Holds the open group plus a step of k + 1 tokens (SPEC §1.6).
+      // Holds the open group plus a step of k + 1 tokens (contract §1.6).
       CHECK_MESSAGE(kvc::ring_capacity_sufficient(got, ratio, k + 1), "R = ", ratio, ", k = ", k);
       CHECK(got >= ratio);
       CHECK(kvc::is_pow2(got));

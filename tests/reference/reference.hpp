@@ -1,8 +1,8 @@
-// kvcompress — independent float64 host reference (SPEC sections 1 and 2).
+// kvcompress — independent float64 host reference (docs/contract.md §1 and §2).
 //
 // This header is the test oracle for the library. It deliberately includes
 // nothing from include/: every codec and every formula here is written from
-// the format definitions and from /work/shared/SPEC.md, in plain host C++17,
+// the format definitions and from docs/contract.md, in plain host C++17,
 // favouring clarity over speed (but everything is O(T * D)).
 //
 // Conventions and resolved ambiguities (see also the comments at each function):
@@ -16,7 +16,7 @@
 //  * Op A trailing tokens (index >= qsl[num_reqs]) are handled like any other
 //    token: when slot >= 0 they close groups using req[t] (and the chunk start
 //    position of that request); they belong to no chunk, so the ring update
-//    (SPEC 1.5: "each request's chunk's last min(n, C) tokens") never stores them.
+//    (contract §1.5: "each request's chunk's last min(n, C) tokens") never stores them.
 //  * Op A non-finite inputs: no special handling; IEEE float64 results propagate.
 //  * Op B non-finite policy (the library follows this definition):
 //      Fp8DsMla NoPE tile k: if any element of the tile is NaN or +-inf, the
@@ -213,7 +213,7 @@ inline int e4m3_code_distance(uint8_t a, uint8_t b) {
 }
 
 // ============================================================================
-// SPEC section 1, Op A (save, compress, norm)
+// contract §1, Op A (save, compress, norm)
 // ============================================================================
 
 struct CompressInputs {
@@ -290,7 +290,7 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
   std::vector<const float*> members(static_cast<size_t>(R));
 
   for (int64_t t = 0; t < T; ++t) {
-    if (in.slot[t] < 0) continue;                 // padding (SPEC 1.1)
+    if (in.slot[t] < 0) continue;                 // padding (contract §1.1)
     const int64_t p = in.positions[t];
     if ((p + 1) % R != 0) continue;               // does not close a group
     out.closes[t] = 1;
@@ -308,7 +308,7 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
       require(first >= 0 && first < T, "request of a closing token is empty");
       const int64_t chunk_start = in.positions[first];
       const int64_t block = in.slot[t] / C;
-      // Gather the R members q = p-R+1 .. p (SPEC 1.2).
+      // Gather the R members q = p-R+1 .. p (contract §1.2).
       for (int j = 0; j < R; ++j) {
         const int64_t q = p - R + 1 + j;
         if (q >= chunk_start) {
@@ -318,7 +318,7 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
           members[j] = ring_row(block, q % C);   // old ring contents
         }
       }
-      // Softmax pooling per channel, float64 (SPEC 1.3).
+      // Softmax pooling per channel, float64 (contract §1.3).
       for (int d = 0; d < D; ++d) {
         double mx = -std::numeric_limits<double>::infinity();
         for (int j = 0; j < R; ++j) mx = std::max(mx, static_cast<double>(members[j][D + d]));
@@ -335,7 +335,7 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
       }
     }
 
-    // RMSNorm, float64 (SPEC 1.4).
+    // RMSNorm, float64 (contract §1.4).
     double ss = 0.0;
     for (int d = 0; d < D; ++d) ss += pooled[d] * pooled[d];
     const double denom = std::sqrt(ss / D + eps);
@@ -345,7 +345,7 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
     }
   }
 
-  // Ring update (SPEC 1.5): bit-exact copies of whole rows (2D floats).
+  // Ring update (contract §1.5): bit-exact copies of whole rows (2D floats).
   if (R > 1) {
     out.ring_after.assign(in.ring, in.ring + in.ring_elems);
     for (int r = 0; r < in.num_reqs; ++r) {
@@ -365,7 +365,7 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
 }
 
 // ============================================================================
-// SPEC section 2, Op B (rope, quantize, insert)
+// contract §2, Op B (rope, quantize, insert)
 // ============================================================================
 
 enum class Layout { Fp8DsMla, Bf16Rows, Fp8Rows };
@@ -456,7 +456,7 @@ inline InsertExpected insert_reference(const InsertInputs& in,
     const uint16_t* lat = in.latent + t * in.latent_stride;
     for (int d = 0; d < D; ++d) x[d] = bf16_to_double(lat[d]);
 
-    // RoPE at the group's first position g (SPEC 2.2), exact in float64.
+    // RoPE at the group's first position g (contract §2.2), exact in float64.
     const int64_t g = (p / R) * R;
     const float* cs = in.cos_sin + g * in.cos_sin_stride;
     for (int i = 0; i < H; ++i) {

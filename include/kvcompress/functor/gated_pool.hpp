@@ -1,4 +1,4 @@
-// kvcompress — GatedPool: per-channel softmax-gated pooling of a group of rows (SPEC §1.3).
+// kvcompress — GatedPool: per-channel softmax-gated pooling of a group of rows (contract §1.3).
 #pragma once
 
 #include <cmath>
@@ -100,7 +100,7 @@ struct GatedPool {
  private:
   // exp(x) for x <= 0 (or NaN). On the device the hardware ex2 of x * log2(e): 2
   // instructions instead of ~10 for expf, relative error ~1e-6 for |x| < 100 — far inside
-  // SPEC §1's 1-bf16-ulp tolerance (2^-8), and results below 2^-126 flush to 0 (their
+  // contract §1's 1-bf16-ulp tolerance (2^-8), and results below 2^-126 flush to 0 (their
   // weight next to the group's maximum, 1, is below fp32 resolution anyway).
   KVC_HOST_DEVICE static float exp_le0(float x) {
 #if KVC_DEVICE_PASS

@@ -1,5 +1,5 @@
 // kvcompress — quantizers to fp8 e4m3: power-of-two (UE8M0) tile scales, and one fp32
-// scale per tensor (SPEC §2.3).
+// scale per tensor (contract §2.3).
 #pragma once
 
 #include <cmath>

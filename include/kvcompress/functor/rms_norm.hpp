@@ -1,4 +1,4 @@
-// kvcompress — RmsNorm: RMS normalisation with a bf16 weight (SPEC §1.4).
+// kvcompress — RmsNorm: RMS normalisation with a bf16 weight (contract §1.4).
 #pragma once
 
 #include <cmath>

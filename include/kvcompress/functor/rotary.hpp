@@ -1,4 +1,4 @@
-// kvcompress — Rotary: rotary position embedding on the last RopeDim dims of a row (SPEC §2.2).
+// kvcompress — Rotary: rotary position embedding on the last RopeDim dims of a row (contract §2.2).
 #pragma once
 
 #include <cmath>

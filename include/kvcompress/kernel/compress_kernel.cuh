@@ -1,8 +1,9 @@
-// kvcompress — the Op A kernel: save, compress, norm (SPEC §1).
+// kvcompress — the Op A kernel: save, compress, norm (contract §1).
 //
 // One __global__ template for every ratio; the work mapping is chosen at compile time:
-//  - small ratios (R < 16): one warp per window of R tokens, two dependent memory round
-//    trips at decode (compress_small_ratio.cuh);
+//  - small ratios (R < 16): the threads of one row per window of R tokens (a 128-thread
+//    block for decode-sized calls, a warp for large ones: RowThreads, picked by the
+//    launch), two dependent memory round trips at decode (compress_small_ratio.cuh);
 //  - large ratios (R >= 16): a block pools each group, warps merging their members through
 //    shared memory (compress_split_group.cuh).
 // Shared pieces (config, row loads, pooling, RMSNorm, ring ordering, the latent epilogue)
@@ -17,7 +18,7 @@
 namespace kvc {
 
 /// Op A: one launch pools, normalises and stores the latent of every group closed in the
-/// batch and refreshes the ring (SPEC §1). The fused op is this kernel with an epilogue that
+/// batch and refreshes the ring (contract §1). The fused op is this kernel with an epilogue that
 /// also writes the cache record (fused_kernel.cuh). Launch with CompressConfig<..., RowThreads>
 /// ::kThreads threads, tokens_per_block = CompressConfig::tokens_per_block(num_tokens) and
 /// ceil(num_tokens / tokens_per_block) blocks; kvc::compress() does this after validation,

@@ -1,4 +1,4 @@
-// kvcompress — parameters of Op A, save–compress–norm (SPEC §1).
+// kvcompress — parameters of Op A, save–compress–norm (contract §1).
 #pragma once
 
 #include <cstdint>

@@ -1,11 +1,11 @@
-// kvcompress — Op A's building blocks (SPEC §1): the compile-time shape of a kernel
+// kvcompress — Op A's building blocks (contract §1): the compile-time shape of a kernel
 // instance, a warp's row loads, pooling, RMSNorm and deferred ring stores, the ring-ordering
 // rules, and the latent epilogue. The two work mappings that use them are
 // compress_small_ratio.cuh (R < 16) and compress_split_group.cuh (R >= 16); the kernel that
 // picks one is compress_kernel.cuh.
 //
 // Ring ordering. Only the group that straddles a chunk's start (the "head" group) reads the
-// ring, and it must see the ring as it was before this launch (SPEC §1.5). A tail store that
+// ring, and it must see the ring as it was before this launch (contract §1.5). A tail store that
 // would overwrite one of the rows it reads is deferred: the head group's own warp (or block)
 // performs it after its reads. Every other store is free to go at once.
 #pragma once
@@ -283,7 +283,7 @@ struct CompressWarp {
     h.q0 = head.pos - Ratio + 1;
     h.count = head.chunk_start - h.q0;
     h.token = 0;
-    // Ring rows are position % capacity (SPEC §1): when the rows the head group reads and
+    // Ring rows are position % capacity (contract §1): when the rows the head group reads and
     // the whole chunk fit in the ring together, no store collides (every decode step).
     if (h.count + (head.chunk_end - head.chunk_first) <= capacity) return;
     int hit_index = 0;

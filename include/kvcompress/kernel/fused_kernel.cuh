@@ -1,4 +1,4 @@
-// kvcompress — the fused op: Op A and Op B in one pass (SPEC §3).
+// kvcompress — the fused op: Op A and Op B in one pass (contract §3).
 //
 // The Op A kernel with an epilogue that, besides the optional latent store, rotates the
 // finished row in registers and writes its cache record — the latent is never re-read.

@@ -1,4 +1,4 @@
-// kvcompress — Op B kernel: rope, quantize, insert (SPEC §2).
+// kvcompress — Op B kernel: rope, quantize, insert (contract §2).
 //
 // Work mapping. A row group of threads (the whole 128-thread block for decode-sized calls,
 // a warp for large ones) owns a window of consecutive tokens and shares every record:

@@ -1,4 +1,4 @@
-// kvcompress — parameters of Op B, rope–quantize–insert (SPEC §2), and of the fused op (§3).
+// kvcompress — parameters of Op B, rope–quantize–insert (contract §2), and of the fused op (§3).
 #pragma once
 
 #include <cstdint>

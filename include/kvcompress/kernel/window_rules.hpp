@@ -2,7 +2,7 @@
 // as plain functions of the values its first round trip loads, so the host tier can check
 // them against the chunk-bound definitions they stand for (tests/host/test_window_rules.cpp).
 //
-// Requests own contiguous token ranges (SPEC §1.1), so "token m is in t's chunk" is
+// Requests own contiguous token ranges (contract §1.1), so "token m is in t's chunk" is
 // req[m] == req[t] and none of the rules below needs the chunk bounds (qsl): a decode step
 // decides everything from one round trip.
 #pragma once

@@ -74,7 +74,7 @@ Status launch_compress(const CompressParams& p, cudaStream_t stream,
                                                                options, epilogue);
 }
 
-/// Runs Op A (SPEC §1) on `stream`. Validates first (once; the checks of
+/// Runs Op A (contract §1) on `stream`. Validates first (once; the checks of
 /// compress_can_implement) and writes nothing when validation fails; returns the CUDA launch
 /// error otherwise. No host synchronisation and no allocation, so it can be captured in a
 /// CUDA graph. `options.pdl`: programmatic dependent launch (LaunchOptions).

@@ -108,7 +108,7 @@ Status validate_dispatch_compress(const CompressParams& p, Instance&& instance) 
 
 }  // namespace detail
 
-/// Checks every condition of SPEC §4 for Op A that can be checked without reading device
+/// Checks every condition of contract §4 for Op A that can be checked without reading device
 /// memory, including that (ratio, head dim) is in the compiled lists of kvc::compress.
 /// Returns success for num_tokens == 0 (a no-op) without looking at the pointers.
 /// Builds a message only when a check fails; valid params cost no allocation.

@@ -59,7 +59,7 @@ Status launch_insert(const InsertParams& p, cudaStream_t stream, const LaunchOpt
   return detail::launch_insert_unchecked<Ratio, HeadDim, Layout>(p, stream, options);
 }
 
-/// Runs Op B (SPEC §2, vLLM's rope_quant_insert) on `stream`. Validates first (once; the
+/// Runs Op B (contract §2, vLLM's rope_quant_insert) on `stream`. Validates first (once; the
 /// checks of insert_can_implement) and writes nothing when validation fails.
 /// Graph-capturable (no sync, no allocation). `options.pdl`: programmatic dependent launch
 /// (LaunchOptions).
@@ -91,7 +91,7 @@ Status launch_fused(const FusedParams& p, cudaStream_t stream, const LaunchOptio
       "fused compress_kernel", c, stream, options, RecordEpilogue<Layout>{p.record});
 }
 
-/// Runs the fused op (SPEC §3) on `stream`: Op A's outputs (latent optional) and Op B's
+/// Runs the fused op (contract §3) on `stream`: Op A's outputs (latent optional) and Op B's
 /// records in one launch, bit-identical to Op A then Op B. Validates once (the checks of
 /// fused_can_implement).
 template <class Unused = void>  // a template: only a call compiles the instances

@@ -133,7 +133,7 @@ Status validate_dispatch_fused(const FusedParams& p, Instance&& instance) {
 
 }  // namespace detail
 
-/// Checks every condition of SPEC §4 for Op B; success for num_tokens == 0.
+/// Checks every condition of contract §4 for Op B; success for num_tokens == 0.
 inline Status insert_can_implement(const InsertParams& p) {
   return detail::validate_dispatch_insert(p, [](auto, auto, auto) { return Status::success(); });
 }

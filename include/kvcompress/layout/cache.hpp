@@ -1,4 +1,4 @@
-// kvcompress — compressed KV cache layouts: byte maps as types (SPEC §2.3).
+// kvcompress — compressed KV cache layouts: byte maps as types (contract §2.3).
 //
 // A layout is one struct. The insert kernels give it a row fragment (the warp's view of
 // one record: bf16 bits of the row to store, RoPE already rotated) and a cache address;

@@ -7,7 +7,7 @@
 
 namespace kvc {
 
-/// Where the ring keeps the open group's rows between calls (SPEC §1, `ring`).
+/// Where the ring keeps the open group's rows between calls (contract §1, `ring`).
 ///
 /// Byte map, in elements of the ring's type (the kv_score dtype): the ring is
 /// `[blocks, capacity, 2 * head_dim]` with padding allowed between rows and pages; row `r`
@@ -44,7 +44,7 @@ struct RingLayout {
 };
 
 /// Ring rows a request needs: the open group (R - 1 rows) plus everything one speculative
-/// step may roll back, rounded up to a power of two and at least 8 (SPEC §1.6; equals vLLM's
+/// step may roll back, rounded up to a power of two and at least 8 (contract §1.6; equals vLLM's
 /// max(8, next_pow2(num_spec + 2)) at ratio 2).
 KVC_HOST_DEVICE constexpr int ring_capacity(int ratio, int num_speculative_tokens) {
   const uint64_t need = bit_ceil(static_cast<uint64_t>(num_speculative_tokens + ratio));
@@ -52,7 +52,7 @@ KVC_HOST_DEVICE constexpr int ring_capacity(int ratio, int num_speculative_token
 }
 
 /// Whether a ring of `capacity` rows is enough for `ratio` with steps of up to
-/// `tokens_per_step` tokens (SPEC §1.6: C >= R - 1 + tokens_per_step).
+/// `tokens_per_step` tokens (contract §1.6: C >= R - 1 + tokens_per_step).
 KVC_HOST_DEVICE constexpr bool ring_capacity_sufficient(int capacity, int ratio,
                                                         int tokens_per_step) {
   return capacity >= ratio - 1 + tokens_per_step;
