@@ -5,6 +5,7 @@
 #include "core/array.hpp"
 #include "core/bit.hpp"
 #include "core/codecs.hpp"
+#include "core/error_counters.hpp"
 #include "core/status.hpp"
 #include "core/types.hpp"
 #include "layout/cache.hpp"

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "../core/codecs.hpp"
+#include "../core/error_counters.hpp"
 #include "../core/types.hpp"
 #include "../layout/ring.hpp"
 
@@ -33,6 +34,8 @@ struct CompressParams {
 
   bf16_t* latent = nullptr;         // [T, D] output, row stride latent_stride; only closing, non-padding rows are written
   int64_t latent_stride = 0;
+
+  ErrorCounters* errors = nullptr;  // optional, device memory: counts of skipped tokens (core/error_counters.hpp)
 };
 
 }  // namespace kvc

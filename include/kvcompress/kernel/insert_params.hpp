@@ -34,11 +34,13 @@ struct InsertParams {
   int64_t latent_stride = 0;
   IndexPtr positions;                      // [T]
   RecordArgs record;
+  ErrorCounters* errors = nullptr;         // optional, device memory: counts of skipped tokens (core/error_counters.hpp)
 };
 
 /// Fused Op A + Op B: `compress` as for Op A, except `compress.latent` may be null (then no
 /// latent is written); records as for Op B from the same registers. A token writes a record
 /// when it closes a group with ring slot >= 0 (Op A) and its cache slot is valid (Op B).
+/// Skipped tokens of both halves are counted in `compress.errors`.
 struct FusedParams {
   CompressParams compress;
   RecordArgs record;

@@ -15,12 +15,22 @@ namespace kvc {
 /// `s` lives in block `s / capacity`, row `s % capacity`; a token at position `p` of the
 /// same request lives in row `p % capacity`.
 ///
-///   kvc::RingLayout ring{/*capacity=*/8, /*page_stride=*/8208, /*row_stride=*/1024};
+///   kvc::RingLayout ring{/*capacity=*/8, /*page_stride=*/8208, /*row_stride=*/1024,
+///                        /*num_blocks=*/max_requests};
 ///   float* row = ring_base + ring.slot_offset(slot);
 struct RingLayout {
   int capacity = 0;         // C, rows per block
   int64_t page_stride = 0;  // elements between blocks (>= capacity * row_stride)
   int64_t row_stride = 0;   // elements between rows (>= 2 * head_dim)
+  // Blocks the ring holds, when >= 0: a slot at or past num_blocks * capacity is treated as
+  // padding (nothing read or written for its token; counted in ErrorCounters). -1: not
+  // given, and an out-of-range slot writes out of bounds. Give it (contract §4.3).
+  int64_t num_blocks = -1;
+
+  /// Whether `slot` (>= 0) lies inside the ring (always true when num_blocks is not given).
+  KVC_HOST_DEVICE bool holds_slot(int64_t slot) const {
+    return num_blocks < 0 || slot < num_blocks * capacity;
+  }
 
   // Block and row of a slot or position x >= 0. ring_capacity() gives powers of two: a
   // shift and a mask then, instead of a 64-bit division (~25 instructions, more above 2^32).
