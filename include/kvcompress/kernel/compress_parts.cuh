@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../arch/convert.cuh"
 #include "../arch/memory.cuh"
@@ -38,8 +39,11 @@ constexpr int64_t kWarpRowMinWindows = 4096;
 /// 128 at head dim 512) or 32 (a warp per row); the launch picks one by call size.
 template <int Ratio, int HeadDim, typename In, int RowThreads = 0>
 struct CompressConfig {
-  static_assert(Ratio >= 1, "ratio must be positive");
-  static_assert(HeadDim % 32 == 0 && HeadDim >= 64, "head dim must be a multiple of 32, >= 64");
+  static_assert(Ratio >= 1, "compress ratio must be >= 1");
+  static_assert(HeadDim % 64 == 0 && HeadDim >= 64,
+                "head dim must be a multiple of 64 (each thread holds whole bf16 pairs of a row)");
+  static_assert(std::is_same<In, float>::value || std::is_same<In, bf16_t>::value,
+                "kv_score element type must be float or kvc::bf16_t");
   using Element = In;
   static constexpr bool kGated = Ratio > 1;
   static constexpr int kRowWidth = kGated ? 2 * HeadDim : HeadDim;  // elements of a kv_score row
@@ -103,6 +107,46 @@ struct TokenPlan {
 };
 enum : uint32_t { kCloses = 1u, kStoresOwnRow = 2u, kIsHead = 4u };
 
+/// The ring slot of a token as the kernel uses it (contract §4.3): `slot`, or -1 (padding:
+/// nothing read or written for the token) when the slot lies past the ring's bound
+/// (RingLayout::num_blocks; ratio > 1, ratio 1 has no ring) or the position is negative.
+/// A skip is counted in p.errors when `count` (one thread per token does).
+template <int Ratio>
+KVC_DEVICE int64_t usable_slot(const CompressParams& p, int64_t slot, int64_t pos, bool count) {
+  if (slot < 0) return slot;
+  if (Ratio > 1 && !p.ring_layout.holds_slot(slot)) {
+    if (count) count_error(p.errors, &ErrorCounters::ring_slot_out_of_range);
+    return -1;
+  }
+  if (pos < 0) {
+    if (count) count_error(p.errors, &ErrorCounters::position_out_of_range);
+    return -1;
+  }
+  return slot;
+}
+
+/// Whether `req` names a request of the call (0 .. num_reqs - 1). A token of any other
+/// request breaks the caller's contract; it is treated as padding, so no chunk bound is read
+/// for it.
+KVC_DEVICE bool known_request(const CompressParams& p, int32_t req) {
+  return req >= 0 && req < p.qsl_size - 1;
+}
+
+/// The chunk bounds of request `req` (known_request), clamped to the call's tokens: qsl
+/// values outside 0 .. T (a broken contract) never make a kernel index past its arrays.
+KVC_DEVICE void chunk_bounds(const CompressParams& p, int32_t req, int64_t& first, int64_t& end) {
+  const int64_t T = p.num_tokens;
+  const int64_t a = p.qsl[req], b = p.qsl[req + 1];
+  first = a < 0 ? 0 : a > T ? T : a;
+  end = b < first ? first : b > T ? T : b;
+}
+
+/// qsl[num_reqs], the end of the real tokens, clamped to 0 .. T.
+KVC_DEVICE int64_t real_tokens_end(const CompressParams& p) {
+  const int64_t e = p.qsl[p.qsl_size - 1];
+  return e < 0 ? 0 : e > p.num_tokens ? p.num_tokens : e;
+}
+
 /// The ring rows the head group of a chunk reads: positions q0 .. q0+count-1 of `block`.
 struct HeadReads {
   bool active;
@@ -118,7 +162,7 @@ KVC_DEVICE HeadReads head_reads(const CompressParams& p, int64_t first, int64_t 
   const int64_t closing_pos = chunk_start - into_group + Ratio - 1;
   const int64_t token = first + (closing_pos - chunk_start);
   if (token >= end) return h;  // the group does not close in this call
-  const int64_t slot = p.slot.load(token);
+  const int64_t slot = usable_slot<Ratio>(p, p.slot.load(token), p.positions.load(token), false);
   if (slot < 0) return h;
   h.active = true;
   h.block = p.ring_layout.block_of(slot);
@@ -261,6 +305,7 @@ struct CompressWarp {
   static KVC_DEVICE Row normalize(const CompressParams& p, const Array<uint16_t, N>& weight,
                                   const Array<float, N>& pooled, int lane) {
     const float total = arch::row_sum<Cfg::kRowThreads>(RmsNorm<HeadDim>::sum_squares(pooled));
+    if (lane == 0 && !isfinite(total)) count_error(p.errors, &ErrorCounters::non_finite_rows);
     const float inv_rms = RmsNorm<HeadDim>::inv_rms(total, p.eps);
     Row row;
     row.bits = arch::to_bf16(RmsNorm<HeadDim>::apply(pooled, inv_rms, weight));
@@ -290,7 +335,7 @@ struct CompressWarp {
     for (int64_t base = head.tail_begin; base < head.chunk_end; base += 32) {
       const int64_t t = base + lane;
       int64_t slot = -1;
-      if (t < head.chunk_end) slot = p.slot.load(t);
+      if (t < head.chunk_end) slot = usable_slot<Ratio>(p, p.slot.load(t), p.positions.load(t), false);
       const bool hit = slot >= 0 && collides(h, slot, p.ring_layout);
       unsigned mask = __ballot_sync(0xffffffffu, hit);
       while (mask != 0u) {

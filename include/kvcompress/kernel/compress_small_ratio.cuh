@@ -83,7 +83,7 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     if (m >= 0) mine.req = p.req[m];
   }
   int64_t real_end = T;  // tokens at or past it (trailing padding) belong to no chunk
-  if constexpr (R > 1) real_end = p.qsl[p.qsl_size - 1];
+  if constexpr (R > 1) real_end = real_tokens_end(p);
   const Array<uint16_t, N> weight =
       Warp::template load_weight<true>(reinterpret_cast<const uint16_t*>(p.weight), thread);
   [[maybe_unused]] Raw kv_raw[kRows], score_raw[kRows];
@@ -96,7 +96,13 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     }
   }
 
-  // 2. Decisions, each lane for its own token (window_rules.hpp, tested on the host).
+  // 2. Decisions, each lane for its own token (window_rules.hpp, tested on the host). A
+  // token past the ring's bound, at a negative position or of an unknown request is
+  // padding from here on (contract §4.3); the first warp of the row counts it.
+  mine.slot = usable_slot<R>(p, mine.slot, mine.pos, thread < 32);
+  if constexpr (R > 1) {
+    if (!known_request(p, mine.req)) mine.slot = -1;
+  }
   const bool real = t_mine < real_end;
   bool closes = lane < R && t_mine < T && mine.slot >= 0 && (mine.pos + 1) % R == 0;
   int count = 0;  // members before the chunk (read from the ring): the head group has count > 0
@@ -124,7 +130,8 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     count = Rules::members_before_chunk(mine.req, member_req);
     if (closes && !real) {
       // Trailing token with a slot: its "chunk" starts at qsl[req] (as the reference reads it).
-      const int64_t first = p.qsl[mine.req];
+      int64_t first, end;
+      chunk_bounds(p, mine.req, first, end);
       const int64_t out = first - (t_mine - (R - 1));
       count = static_cast<int>(out < 0 ? 0 : (out > R ? R : out));
     }
@@ -132,8 +139,8 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     store_row = tail;
     if (Rules::may_collide(f, tail)) {
       // Slow path: the chunk is long enough for this store to hit a row its head group reads.
-      const int64_t first = p.qsl[mine.req];
-      const int64_t end = p.qsl[mine.req + 1];
+      int64_t first, end;
+      chunk_bounds(p, mine.req, first, end);
       const HeadReads h = head_reads<R>(p, first, end, mine.pos - (t_mine - first));
       store_row = !collides(h, mine.slot, p.ring_layout);
     }
@@ -205,8 +212,8 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
       if (deferred_mask >> i & 1u) {
         // Each thread overwrites only the channels it read itself (the same slice), after
         // its reads in program order.
-        const int64_t first = p.qsl[p.req[t]];
-        const int64_t end = p.qsl[p.req[t] + 1];
+        int64_t first, end;
+        chunk_bounds(p, p.req[t], first, end);
         tp.chunk_start = tp.pos - (t - first);
         tp.chunk_first = static_cast<int32_t>(first);
         tp.chunk_end = static_cast<int32_t>(end);

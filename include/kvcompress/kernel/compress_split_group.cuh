@@ -33,9 +33,13 @@ KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
     r = p.req[t];
     if (t >= Ratio - 1) r_behind = p.req[t - (Ratio - 1)];
     if (t + capacity < p.num_tokens) r_ahead = p.req[t + capacity];
-    real_end = p.qsl[p.qsl_size - 1];
+    real_end = real_tokens_end(p);
   }
   if (slot < 0) return tp;
+  if (usable_slot<Ratio>(p, slot, pos, true) < 0) return tp;
+  if constexpr (Ratio > 1) {
+    if (!known_request(p, r)) return tp;
+  }
   tp.slot = slot;
   tp.pos = pos;
   if ((pos + 1) % Ratio == 0) tp.flags |= kCloses;
@@ -50,8 +54,8 @@ KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
       tp.chunk_first = static_cast<int32_t>(t - (Ratio - 1));  // every member is an input row
       return tp;
     }
-    const int64_t first = p.qsl[r];
-    const int64_t end = p.qsl[r + 1];
+    int64_t first, end;
+    chunk_bounds(p, r, first, end);
     tp.chunk_first = static_cast<int32_t>(first);
     tp.chunk_end = static_cast<int32_t>(end);
     tp.tail_begin = static_cast<int32_t>(end - capacity > first ? end - capacity : first);

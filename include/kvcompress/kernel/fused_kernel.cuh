@@ -28,9 +28,9 @@ struct RecordEpilogue {
   KVC_DEVICE Pending<Row> begin(const CompressParams&, int64_t t, int64_t pos, int lane) const {
     Pending<Row> pending;
     pending.slot = record.cache_slot.load(t);
-    const int64_t rope_pos = (pos / Ratio) * Ratio;
+    const int64_t rope_pos = (pos / Ratio) * Ratio;  // pos >= 0: Op A skipped negative ones
     pending.angles = {};
-    if (rope_pos < record.cos_sin_rows) pending.angles = detail::record_angles<Layout, Row>(record, lane, rope_pos);
+    if (rope_pos >= 0 && rope_pos < record.cos_sin_rows) pending.angles = detail::record_angles<Layout, Row>(record, lane, rope_pos);
     return pending;
   }
 
@@ -39,7 +39,8 @@ struct RecordEpilogue {
                              const Pending<Row>& pending, const Row& row) const {
     LatentEpilogue::store(p, t, row);
     int64_t group_pos;
-    if (detail::record_target<Ratio>(record, pos, pending.slot, group_pos)) {
+    if (detail::record_target<Ratio>(record, pos, pending.slot, group_pos,
+                                     row.lane == 0 ? p.errors : nullptr)) {
       Row out = row;
       out.sanitize = record.sanitize;
       detail::write_record<Layout>(record, out, pending.slot, pending.angles);

@@ -38,6 +38,9 @@ constexpr int64_t kWarpRecordMinTokens = 2048;
 /// (default_row_threads: 128 at head dim 512) or 32; the launch picks one by call size.
 template <int Ratio, int HeadDim, int RowThreads = 0>
 struct InsertConfig {
+  static_assert(Ratio >= 1, "compress ratio must be >= 1");
+  static_assert(HeadDim % 64 == 0 && HeadDim >= 64,
+                "head dim must be a multiple of 64 (each thread holds whole bf16 pairs of a row)");
   static constexpr int kRowThreads = RowThreads > 0 ? RowThreads : default_row_threads(HeadDim);
   static_assert(kRowThreads == 32 || kRowThreads == 64 || kRowThreads == 128,
                 "a record is held by 32, 64 or 128 threads");
@@ -68,14 +71,29 @@ struct InsertConfig {
 
 namespace detail {
 
-/// Whether token t of `positions`/`record.cache_slot` writes a record; also returns its
-/// slot and group position (the rope position).
+/// Whether a token at `pos` with cache slot `slot` writes a record; also returns its group
+/// position (the rope position). A token with a slot is skipped, and counted in `errors`
+/// when given (one thread per token passes it), when its position is negative, its slot lies
+/// past the cache's bound (num_pages) or its group position past the table (contract §4.3).
 template <int Ratio>
-KVC_DEVICE bool record_target(const RecordArgs& r, int64_t pos, int64_t slot, int64_t& group_pos) {
-  if (slot < 0 || (pos + 1) % Ratio != 0) return false;
-  if (r.cache.num_pages >= 0 && slot >= r.cache.num_pages * r.cache.block_size) return false;
+KVC_DEVICE bool record_target(const RecordArgs& r, int64_t pos, int64_t slot, int64_t& group_pos,
+                              ErrorCounters* errors = nullptr) {
+  if (slot < 0) return false;
+  if (pos < 0) {
+    count_error(errors, &ErrorCounters::position_out_of_range);
+    return false;
+  }
+  if ((pos + 1) % Ratio != 0) return false;
+  if (r.cache.num_pages >= 0 && slot >= r.cache.num_pages * r.cache.block_size) {
+    count_error(errors, &ErrorCounters::cache_slot_out_of_range);
+    return false;
+  }
   group_pos = (pos / Ratio) * Ratio;
-  return group_pos < r.cos_sin_rows;
+  if (group_pos >= r.cos_sin_rows) {
+    count_error(errors, &ErrorCounters::position_out_of_range);
+    return false;
+  }
+  return true;
 }
 
 /// The angles of a record's group position, for thread `lane` of the threads holding rows
@@ -139,7 +157,9 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
   if (lane < window && w0 + lane < p.num_tokens) {
     slot = p.record.cache_slot.load(w0 + lane);
     const int64_t pos = p.positions.load(w0 + lane);
-    writes = detail::record_target<Ratio>(p.record, pos, slot, group_pos);
+    // The first warp of the row group counts skipped tokens (every warp sees the same ones).
+    writes = detail::record_target<Ratio>(p.record, pos, slot, group_pos,
+                                          thread < 32 ? p.errors : nullptr);
   }
   unsigned writers = __ballot_sync(kAll, writes);
   if (writers == 0u) return;  // uniform over the record's threads

@@ -38,7 +38,9 @@ struct RingLayout {
     return is_pow2(capacity) ? x >> lowest_bit(static_cast<uint32_t>(capacity)) : x / capacity;
   }
   KVC_HOST_DEVICE int64_t row_of(int64_t x) const {
-    return is_pow2(capacity) ? x & (capacity - 1) : x % capacity;
+    if (is_pow2(capacity)) return x & (capacity - 1);
+    const int64_t r = x % capacity;  // in 0 .. C-1 also for a negative x (a broken contract)
+    return r < 0 ? r + capacity : r;
   }
   KVC_HOST_DEVICE int64_t row_offset(int64_t block, int64_t row) const {
     return block * page_stride + row * row_stride;
