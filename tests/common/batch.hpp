@@ -43,6 +43,10 @@ struct BatchShape {
   int64_t ring_row_stride = 0;       // 0: 2 * head_dim
   int64_t ring_page_stride = 0;      // 0: capacity * ring_row_stride
   int extra_ring_blocks = 1;         // blocks owned by no request (must stay untouched)
+  // >= 0: give the ring bound (Batch::ring_num_blocks = ring_blocks) and allocate this many
+  // more blocks past it, NaN-filled, which nothing may touch (a slot one past the bound
+  // lands there). -1: no bound given, no guard blocks.
+  int guard_ring_blocks = -1;
   float eps = 1e-6f;
   float kv_range = 2.f;              // kv uniform in [-kv_range, kv_range]
   float score_range = 4.f;           // scores uniform in [-score_range, score_range]
@@ -54,8 +58,9 @@ struct Batch {
   int64_t stride = 0;
   std::vector<int64_t> positions, slot;  // [T]
   std::vector<int32_t> qsl, req;     // [num_reqs + 1], [T]
-  std::vector<float> ring;           // [ring_blocks * ring_page_stride]; empty at R = 1
+  std::vector<float> ring;           // [(ring_blocks + guard blocks) * ring_page_stride]; empty at R = 1
   int64_t ring_page_stride = 0, ring_row_stride = 0, ring_blocks = 0;
+  int64_t ring_num_blocks = -1;      // the ring bound given to the op (-1: not given)
   std::vector<uint16_t> weight;      // [head_dim] bf16 bits
   float eps = 1e-6f;
 
@@ -144,7 +149,9 @@ inline Batch make_batch(std::mt19937_64& rng, const BatchShape& shape) {
   }
 
   if (R > 1) {
-    b.ring.assign(static_cast<size_t>(b.ring_blocks * b.ring_page_stride), pad_nan());
+    const int64_t guard = std::max(0, shape.guard_ring_blocks);
+    if (shape.guard_ring_blocks >= 0) b.ring_num_blocks = b.ring_blocks;
+    b.ring.assign(static_cast<size_t>((b.ring_blocks + guard) * b.ring_page_stride), pad_nan());
     for (int64_t blk = 0; blk < b.ring_blocks; ++blk)
       for (int row = 0; row < C; ++row) {
         float* p = b.ring.data() + blk * b.ring_page_stride + row * b.ring_row_stride;
@@ -191,6 +198,7 @@ inline kvcref::CompressInputs reference_inputs(const Batch& b) {
   in.ring_page_stride = b.ring_page_stride;
   in.ring_row_stride = b.ring_row_stride;
   in.ring_elems = static_cast<int64_t>(b.ring.size());
+  in.ring_num_blocks = b.ring_num_blocks;
   in.weight = b.weight.data();
   in.eps = b.eps;
   return in;

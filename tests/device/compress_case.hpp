@@ -96,7 +96,7 @@ struct CompressDevice {
     p.req = req.ptr();
     if (b.ratio > 1) {
       p.ring = bf16 ? static_cast<void*>(ring16.ptr()) : ring32.ptr();
-      p.ring_layout = kvc::RingLayout{b.capacity, b.ring_page_stride, b.ring_row_stride};
+      p.ring_layout = kvc::RingLayout{b.capacity, b.ring_page_stride, b.ring_row_stride, b.ring_num_blocks};
     }
     p.weight = reinterpret_cast<const kvc::bf16_t*>(weight.ptr());
     p.eps = b.eps;

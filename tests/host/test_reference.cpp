@@ -2,6 +2,7 @@
 // hand-computed cases. The expected numbers below are worked out in comments.
 #include <doctest/doctest.h>
 
+#include "common/batch.hpp"
 #include "reference/reference.hpp"
 
 #include <cmath>
@@ -265,6 +266,7 @@ struct OpA {
   std::vector<float> ring;
   std::vector<uint16_t> w;
   float eps = 0.0f;
+  int64_t num_blocks = -1;       // ring bound (CompressInputs::ring_num_blocks)
   OpA(int D_, int R_, int C_, int blocks)
       : D(D_), R(R_), C(C_), row_stride(2 * D_ + 3), page_stride(C_ * (2 * D_ + 3) + 5),
         ring(static_cast<size_t>(blocks * (C_ * (2 * D_ + 3) + 5)), -777.0f),
@@ -289,6 +291,7 @@ struct OpA {
     in.ring_page_stride = page_stride; in.ring_row_stride = row_stride;
     in.ring_elems = static_cast<int64_t>(ring.size());
     in.weight = w.data(); in.eps = eps;
+    in.ring_num_blocks = num_blocks;
     return compress_reference(in);
   }
 };
@@ -692,4 +695,320 @@ TEST_CASE("Op A + Op B: model-sized call runs quickly") {
   int64_t n = 0;
   for (auto x : eb.written) n += x;
   CHECK(n == T / 2);
+}
+
+// ============================================================================
+// Skipped tokens and their counts (issue 13): ring bound, negative positions, cache and
+// table bounds, non-finite rows
+// ============================================================================
+
+namespace {
+
+const int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+const int64_t k2Pow61 = int64_t{1} << 61;
+
+// Two Op A results are the same outputs: the same tokens close, the same latents (NaN where
+// either is NaN), bit-identical rings, the same slots used.
+void check_same_outputs(const CompressExpected& x, const CompressExpected& y) {
+  CHECK(x.closes == y.closes);
+  CHECK(x.used_slot == y.used_slot);
+  REQUIRE(x.latent.size() == y.latent.size());
+  for (size_t i = 0; i < x.latent.size(); ++i) {
+    CAPTURE(i);
+    const bool same = (std::isnan(x.latent[i]) && std::isnan(y.latent[i])) || x.latent[i] == y.latent[i];
+    REQUIRE(same);
+  }
+  REQUIRE(x.ring_after.size() == y.ring_after.size());
+  CHECK(std::memcmp(x.ring_after.data(), y.ring_after.data(), x.ring_after.size() * sizeof(float)) == 0);
+}
+
+ErrorCounts counts(uint64_t ring, uint64_t cache, uint64_t position, uint64_t non_finite) {
+  ErrorCounts c;
+  c.ring_slot_out_of_range = ring;
+  c.cache_slot_out_of_range = cache;
+  c.position_out_of_range = position;
+  c.non_finite_rows = non_finite;
+  return c;
+}
+
+std::string str(const ErrorCounts& c) {
+  return "ring " + std::to_string(c.ring_slot_out_of_range) + ", cache " +
+         std::to_string(c.cache_slot_out_of_range) + ", position " + std::to_string(c.position_out_of_range) +
+         ", non-finite " + std::to_string(c.non_finite_rows);
+}
+
+}  // namespace
+
+TEST_CASE("Op A: a ring slot at or past num_blocks * C is padding, exactly as slot -1, and is counted") {
+  // C = 4, three blocks in memory, num_blocks = 2: block 2 lies past the bound.
+  OpA a(4, 2, 4, 3);
+  a.num_blocks = 2;
+  a.qsl = {0, 4, 8};
+  a.add(3, 3, 0, {1, 1, 1, 1});     // t0 closes {2, 3}: position 2 from ring block 0 row 2
+  a.add(4, 0, 0, {2, 4, 6, 8});     // t1: slot replaced below (one past the end)
+  a.add(5, 1, 0, {4, 2, 0, -2});    // t2 closes {4, 5}: t1's row is still a member
+  a.add(6, 2, 0, {5, 5, 5, 5});     // t3: slot replaced below (INT64_MAX)
+  a.add(0, 4, 1, {1, 2, 3, 4});     // request 1, block 1
+  a.add(1, 5, 1, {1, 2, 3, 4});     // t5 closes {0, 1}: slot replaced below (2^61)
+  a.add(2, 6, 1, {7, 7, 7, 7});
+  a.add(3, 7, 1, {3, 3, 3, 3});     // t7: slot 7 = num_blocks * C - 1, the last slot inside
+  const float r2[8] = {3, 3, 3, 3, 0, 0, 0, 0};
+  std::memcpy(a.ring_row(0, 2), r2, sizeof r2);
+  OpA padded = a;                   // the same batch with the skipped slots as -1
+  a.slot[1] = 2 * 4 + 0;            // block 2, row 0: inside the buffer, past the bound
+  a.slot[3] = kInt64Max;
+  a.slot[5] = k2Pow61;
+  padded.slot[1] = padded.slot[3] = padded.slot[5] = -1;
+  const auto e = a.run();
+  const auto p = padded.run();
+  check_same_outputs(e, p);
+  CHECK(e.closes == std::vector<uint8_t>{1, 0, 1, 0, 0, 0, 0, 1});
+  check_row(e, 0, rms({2, 2, 2, 2}));
+  check_row(e, 2, rms({3, 3, 3, 3}));  // t1 and t2 with equal scores: the mean
+  check_row(e, 7, rms({5, 5, 5, 5}));
+  CHECK(e.errors == counts(3, 0, 0, 0));
+  CHECK(p.errors == counts(0, 0, 0, 0));
+  CHECK(e.used_slot == std::vector<int64_t>{3, -1, 1, -1, 4, -1, 6, 7});
+  // Block 2 (past the bound) is untouched, t7 is stored at the last slot inside.
+  for (int64_t i = 2 * a.page_stride; i < 3 * a.page_stride; ++i) REQUIRE(e.ring_after[i] == -777.0f);
+  CHECK(std::memcmp(e.ring_after.data() + a.page_stride + 3 * a.row_stride, a.kvs.data() + 7 * a.kstride(),
+                    8 * sizeof(float)) == 0);
+
+  // Without the bound the same in-buffer slot is stored like any other (the bound is what
+  // skips it); the slots that lie outside the buffer stay -1 here.
+  OpA unbounded = a;
+  unbounded.num_blocks = -1;
+  unbounded.slot[3] = unbounded.slot[5] = -1;
+  const auto u = unbounded.run();
+  CHECK(u.errors == counts(0, 0, 0, 0));
+  CHECK(std::memcmp(u.ring_after.data() + 2 * a.page_stride, a.kvs.data() + a.kstride(), 8 * sizeof(float)) == 0);
+
+  // num_blocks = 0: every slot is past the bound, every token is padding.
+  OpA none = a;
+  none.num_blocks = 0;
+  none.slot = {3, 0, 1, 2, 4, 5, 6, 7};
+  const auto n = none.run();
+  CHECK(n.closes == std::vector<uint8_t>(8, 0));
+  CHECK(n.errors == counts(8, 0, 0, 0));
+  CHECK(std::memcmp(n.ring_after.data(), a.ring.data(), a.ring.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("Op A: a token with a slot and a negative position is padding, counted once (ring bound first)") {
+  OpA a(4, 2, 4, 3);
+  a.num_blocks = 3;
+  a.qsl = {0, 1, 2, 4};
+  a.add(-1, 3, 0, {9, 9, 9, 9});         // t0: one-token chunk at -1 ((p + 1) % R == 0): padding
+  a.add(-2, kInt64Max, 1, {9, 9, 9, 9});  // t1: past the ring bound and negative: counted as ring
+  a.add(4, 8, 2, {1, 1, 1, 1});          // request 2, block 2
+  a.add(5, 9, 2, {3, 3, 3, 3});          // t3 closes {4, 5}
+  a.add(-3, 5, 2, {9, 9, 9, 9});         // t4: trailing token with a slot, negative: padding
+  a.add(-1, -1, 2, {9, 9, 9, 9});        // t5: trailing padding at a negative position: not counted
+  OpA padded = a;
+  padded.slot[0] = padded.slot[1] = padded.slot[4] = -1;
+  const auto e = a.run();
+  check_same_outputs(e, padded.run());
+  CHECK(e.closes == std::vector<uint8_t>{0, 0, 0, 1, 0, 0});
+  check_row(e, 3, rms({2, 2, 2, 2}));
+  CHECK(e.errors == counts(1, 0, 2, 0));
+  // t0 is not stored to block 0 row 3, the only row it could have gone to.
+  for (int64_t i = 0; i < a.page_stride; ++i) REQUIRE(e.ring_after[i] == -777.0f);
+
+  // Ratio 1 has no ring: num_blocks is ignored, only negative positions are skipped.
+  OpA b(4, 1, 0, 0);
+  b.num_blocks = 0;
+  b.qsl = {0, 3};
+  b.add(-1, 0, 0, {1, 1, 1, 1});           // padding, counted
+  b.add(0, kInt64Max, 0, {2, 2, 2, 2});    // closes: no ring, no bound
+  b.add(-5, -1, 0, {3, 3, 3, 3});          // padding anyway: not counted
+  const auto r1 = b.run();
+  CHECK(r1.closes == std::vector<uint8_t>{0, 1, 0});
+  check_row(r1, 1, rms({2, 2, 2, 2}));
+  CHECK(std::isnan(r1.latent[0]));
+  CHECK(r1.errors == counts(0, 0, 1, 0));
+}
+
+TEST_CASE("Op A: non_finite_rows counts closing rows with a non-finite pooled row or overflowing squares") {
+  OpA a(4, 2, 8, 1);
+  a.num_blocks = 1;
+  a.qsl = {0, 20};
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto group = [&](std::vector<float> kv0, std::vector<float> s0, std::vector<float> kv1, std::vector<float> s1) {
+    const int64_t p = static_cast<int64_t>(a.pos.size());
+    a.add(p, p % 8, 0, kv0, s0);
+    a.add(p + 1, (p + 1) % 8, 0, kv1, s1);
+  };
+  const std::vector<float> zero{0, 0, 0, 0};
+  group({1, 2, 3, 4}, zero, {1, 2, 3, 4}, zero);                  // t1: finite: not counted
+  group({1, nan, 3, 4}, zero, {1, 2, 3, 4}, zero);                // t3: NaN kv: counted, all NaN
+  group({1, 2, 3, 4}, {0, inf, 0, 0}, {1, 2, 3, 4}, zero);        // t5: +inf score (inf - inf): counted
+  group({1, 2, 3, 4}, {-inf, 0, 0, 0}, {5, 2, 3, 4}, zero);       // t7: -inf score weighs 0: not counted
+  group({1, 2, 3, 4}, {-inf, 0, 0, 0}, {5, 2, 3, 4}, {-inf, 0, 0, 0});  // t9: 0/0: counted
+  group({1e25f, 1e25f, -1e25f, 1e25f}, zero, {1e25f, 1e25f, -1e25f, 1e25f}, zero);  // t11: squares overflow: counted, latent 0
+  group(zero, zero, zero, zero);                                  // t13: zero row, eps 0: NaN, sum 0: not counted
+  group({inf, 2, 3, 4}, zero, {1, 2, 3, 4}, zero);                // t15: +inf kv: counted
+  group({1, 2, 3, 4}, zero, {nan, 2, 3, 4}, zero);                // t17: NaN, but t17's slot is past the bound
+  group({1, 2, 3, 4}, zero, {1, 2, 3, 4}, zero);                  // t19: finite
+  a.slot[17] = 8;
+  const auto e = a.run();
+  CHECK(e.errors == counts(1, 0, 0, 5));
+  check_row(e, 1, rms({1, 2, 3, 4}));
+  for (int d = 0; d < 4; ++d) {
+    CAPTURE(d);
+    CHECK(std::isnan(e.latent[3 * 4 + d]));
+    CHECK(std::isnan(e.latent[5 * 4 + d]));
+    CHECK(std::isnan(e.latent[9 * 4 + d]));
+    CHECK(e.latent[11 * 4 + d] == 0.0);
+    CHECK(e.magnitude[11 * 4 + d] == 0.0);
+    CHECK(std::isnan(e.latent[13 * 4 + d]));
+    // pooled (inf, 2, 3, 4): sum of squares inf, so inf / inf = NaN and finite / inf = 0
+    if (d == 0) CHECK(std::isnan(e.latent[15 * 4 + d])); else CHECK(e.latent[15 * 4 + d] == 0.0);
+  }
+  check_row(e, 7, rms({5, 2, 3, 4}));
+  CHECK(e.closes[17] == 0);
+
+  OpA b(4, 1, 0, 0);
+  b.qsl = {0, 3};
+  b.add(0, 0, 0, {1, inf, 1, 1});
+  b.add(1, 1, 0, {1, 1, 1, 1});
+  b.add(2, -1, 0, {nan, 1, 1, 1});  // padding: no row, not counted
+  CHECK(b.run().errors == counts(0, 0, 0, 1));
+}
+
+TEST_CASE("Op B: no record for negative positions, slots past num_pages * B, group positions past the table") {
+  SmallRows s;
+  s.lat.assign(9 * 9, 0x3f80);
+  for (int t = 0; t < 9; ++t) s.lat[static_cast<size_t>(9 * t)] = bf16_round(t + 1.0);  // tell records apart
+  s.cs.assign(24, 0.5f);
+  // R = 2, B = 4, num_pages = 2 (slots 0..7), cos_sin_rows = 6 (group positions 0..5 exist).
+  s.pos =  {-1, -2, -1, 2, 3, 7, 7,         5, 9};
+  s.slot = {0,  1,  -1, 9, 8, 2, kInt64Max, 3, k2Pow61};
+  //  t0: negative, would close           -> position
+  //  t1: negative, does not close        -> position
+  //  t2: no slot                         -> nothing
+  //  t3: slot past the end, no close     -> nothing
+  //  t4: closes, slot 8 = num_pages * B  -> cache
+  //  t5: closes, g = 6 = cos_sin_rows    -> position
+  //  t6: both out of range               -> cache (the slot bound first)
+  //  t7: closes, g = 4                   -> record
+  //  t8: closes, slot 2^61               -> cache
+  auto in = s.inputs(Layout::Bf16Rows, RopeStyle::GptJ);
+  in.page_stride_bytes = 64; in.row_stride_bytes = 16; in.num_pages = 2; in.cos_sin_rows = 6;
+  const std::vector<uint8_t> init(3 * 64, 0x5a);
+  const auto e = insert_reference(in, init);
+  CHECK(e.written == std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0, 1, 0});
+  CHECK(e.errors == counts(0, 3, 3, 0));
+  // Bytes: exactly the record of t7 alone (all other slots -1).
+  SmallRows only = s;
+  only.slot = {-1, -1, -1, -1, -1, -1, -1, 3, -1};
+  auto in_only = only.inputs(Layout::Bf16Rows, RopeStyle::GptJ);
+  in_only.page_stride_bytes = 64; in_only.row_stride_bytes = 16;
+  const auto o = insert_reference(in_only, init);
+  CHECK(o.errors == counts(0, 0, 0, 0));
+  CHECK(e.cache == o.cache);
+  CHECK(rd16(e.cache, 3 * 16) == bf16_round(8.0));
+
+  // Without the table bound t5 reads row 6 (here it exists: a longer table) and writes.
+  s.cs.assign(40, 0.5f);
+  in = s.inputs(Layout::Bf16Rows, RopeStyle::GptJ);
+  in.page_stride_bytes = 64; in.row_stride_bytes = 16; in.num_pages = 2;
+  const auto u = insert_reference(in, init);
+  CHECK(u.written == std::vector<uint8_t>{0, 0, 0, 0, 0, 1, 0, 1, 0});
+  CHECK(u.errors == counts(0, 3, 2, 0));
+}
+
+TEST_CASE("fused reference: Op A's skips first, then the record rules on closing tokens, counted once") {
+  // D = 8, P = 4, R = 2, C = 4, two blocks; bf16 rows, B = 4, num_pages = 3, cos_sin_rows = 6.
+  OpA a(8, 2, 4, 2);
+  a.num_blocks = 2;
+  a.qsl = {0, 10, 11};
+  for (int p = 0; p < 10; ++p)
+    a.add(p, p % 4, 0, std::vector<float>(8, static_cast<float>(p + 1)), std::vector<float>(8, 0.f));
+  a.add(-1, 7, 1, std::vector<float>(8, 9.f), std::vector<float>(8, 0.f));  // t10: negative position
+  a.slot[7] = kInt64Max;   // t7 (p7, closes) past the ring bound
+  a.slot[9] = -1;          // t9 (p9, closes) ring padding
+  CompressInputs ca;
+  ca.head_dim = 8; ca.ratio = 2; ca.num_tokens = static_cast<int64_t>(a.pos.size());
+  ca.kv_score = a.kvs.data(); ca.kv_score_stride = a.kstride();
+  ca.positions = a.pos.data(); ca.slot = a.slot.data();
+  ca.qsl = a.qsl.data(); ca.num_reqs = 2; ca.req = a.req.data();
+  ca.ring = a.ring.data(); ca.ring_capacity = 4; ca.ring_page_stride = a.page_stride;
+  ca.ring_row_stride = a.row_stride; ca.ring_elems = static_cast<int64_t>(a.ring.size());
+  ca.weight = a.w.data(); ca.eps = 1e-6f; ca.ring_num_blocks = 2;
+  //                       t0  t1  t2  t3  t4  t5  t6  t7  t8  t9  t10
+  std::vector<int64_t> cs = {0,  1,  2,  12, 3,  4,  5,  6,  7,  8,  9};
+  // t1 (g 0): record; t3 (g 2): slot 12 = num_pages * B: cache; t5 (g 4): record at 4;
+  // t7: Op A skips it (ring): no record, not counted again; t9: ring padding: nothing;
+  // t10: negative position, Op A counts it once; non-closing tokens: no record whatever
+  // their slot. Then the table bound: none here (g 8 of t9 would be past it, but t9 does not close).
+  std::vector<float> table(10 * 4, 0.25f);
+  InsertInputs b;
+  b.rope_dim = 4; b.slot = cs.data(); b.cos_sin = table.data(); b.cos_sin_stride = 4;
+  b.layout = Layout::Bf16Rows; b.block_size = 4; b.page_stride_bytes = 4 * 16; b.row_stride_bytes = 16;
+  b.num_pages = 3; b.cos_sin_rows = 6;
+  const std::vector<uint8_t> init(4 * 64, 0x33);
+  const auto f = fused_reference(ca, b, init);
+  CHECK(f.compress.closes == std::vector<uint8_t>{0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0});
+  CHECK(f.insert.written == std::vector<uint8_t>{0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0});
+  CHECK_MESSAGE(f.errors == counts(1, 1, 1, 0), str(f.errors));
+  // A table bound that cuts t5's group (g 4 >= 4): counted as position, no record.
+  b.cos_sin_rows = 4;
+  const auto g = fused_reference(ca, b, init);
+  CHECK(g.insert.written == std::vector<uint8_t>{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK_MESSAGE(g.errors == counts(1, 1, 2, 0), str(g.errors));
+  // Records are the float64 latent rounded to bf16 (NoPE bits of t1's row, all equal here).
+  CHECK(rd16(f.insert.cache, 1 * 16) == bf16_round(f.compress.latent[1 * 8]));
+  // Op B alone on the same slots would count t10 (cache slot 9 >= 0, negative position)
+  // and write the records of t7 and t9 (skipped or padding in Op A) from whatever latent
+  // rows it is given.
+  std::vector<uint16_t> lat(static_cast<size_t>(11 * 8), 0x3f80);
+  InsertInputs alone = b;
+  alone.ratio = 2; alone.head_dim = 8; alone.num_tokens = 11; alone.positions = a.pos.data();
+  alone.latent = lat.data(); alone.latent_stride = 8; alone.cos_sin_rows = 10;
+  const auto ob = insert_reference(alone, init);
+  CHECK(ob.written == std::vector<uint8_t>{0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0});
+  CHECK_MESSAGE(ob.errors == counts(0, 1, 1, 0), str(ob.errors));
+}
+
+TEST_CASE("Op A on random batches: slots one past the ring bound are padding; ignoring the bound shows") {
+  // What the device test relies on to fail for a kernel that ignores num_blocks: a slot one
+  // past the bound lands in a guard block that exists in memory, so such a kernel stores
+  // rows there (the ring comparison sees it) and writes latents of groups that must not
+  // close (the poisoned latent rows see it).
+  std::mt19937_64 rng(1313);
+  for (int ratio : {2, 4, 16, 128}) {
+    CAPTURE(ratio);
+    kvctest::BatchShape shape;
+    shape.ratio = ratio;
+    shape.head_dim = 64;
+    shape.capacity = kvctest::default_capacity(ratio);
+    const int C = shape.capacity;
+    shape.requests = {{3 * C + 5, 2 * ratio + 1}, {2, 7}, {2, 3 * int64_t{ratio} - 2}, {1, 5 * int64_t{ratio} - 1}};
+    shape.guard_ring_blocks = 1;
+    shape.padding_tokens = 2;
+    kvctest::Batch b = kvctest::make_batch(rng, shape);
+    REQUIRE(b.ring_num_blocks == b.ring_blocks);
+    REQUIRE(static_cast<int64_t>(b.ring.size()) == (b.ring_blocks + 1) * b.ring_page_stride);
+    kvctest::Batch padded = b;
+    for (int r = 0; r < b.num_reqs(); ++r) {
+      const size_t last = static_cast<size_t>(b.qsl[r + 1] - 1);  // stored, and closes in requests 1..3
+      b.slot[last] = b.ring_num_blocks * C + b.positions[last] % C;
+      padded.slot[last] = -1;
+    }
+    const auto want = compress_reference(kvctest::reference_inputs(b));
+    check_same_outputs(want, compress_reference(kvctest::reference_inputs(padded)));
+    CHECK_MESSAGE(want.errors == counts(4, 0, 0, 0), str(want.errors));
+    const int64_t guard = b.ring_blocks * b.ring_page_stride;
+    for (size_t i = static_cast<size_t>(guard); i < want.ring_after.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &want.ring_after[i], 4);
+      REQUIRE(bits == kvctest::kPadNaNBits);
+    }
+    kvctest::Batch ignored = b;
+    ignored.ring_num_blocks = -1;
+    const auto wrong = compress_reference(kvctest::reference_inputs(ignored));
+    CHECK(wrong.errors.ring_slot_out_of_range == 0);  // (its head groups read the guard's NaN rows)
+    CHECK(std::memcmp(wrong.ring_after.data() + guard, want.ring_after.data() + guard,
+                      (want.ring_after.size() - static_cast<size_t>(guard)) * sizeof(float)) != 0);
+    CHECK(wrong.closes != want.closes);
+  }
 }

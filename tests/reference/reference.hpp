@@ -18,6 +18,21 @@
 //    position of that request); they belong to no chunk, so the ring update
 //    (contract §1.5: "each request's chunk's last min(n, C) tokens") never stores them.
 //  * Op A non-finite inputs: no special handling; IEEE float64 results propagate.
+//  * Skipped tokens (issue 13). Op A / fused: a token with ring slot >= 0 is padding (as
+//    if its slot were -1) when the ring bound is given (R > 1, ring_num_blocks >= 0) and
+//    the slot is at or past ring_num_blocks * C (ring_slot_out_of_range), or else when its
+//    position is negative (position_out_of_range); R = 1 has no ring, only the position
+//    rule applies. Op B: a token with cache slot >= 0 and a negative position writes no
+//    record (position_out_of_range); a closing token whose slot is at or past
+//    num_pages * B (when given) writes none (cache_slot_out_of_range), else one whose group
+//    position is at or past cos_sin_rows (when given) writes none (position_out_of_range).
+//    Each skipped token is counted once, under the first rule in these orders. Fused: Op
+//    A's rules, then Op B's record rules for the tokens Op A closes (fused_reference).
+//  * non_finite_rows (Op A, fused): one per closing group whose pooled row holds a NaN or
+//    an infinity, or whose float64 sum of squares exceeds FLT_MAX (the fp32 sum then
+//    overflows to inf, rsqrt(inf) = 0, and the latent is zero: the reference then expects
+//    0). The fp32 kernel decides on its own rounded sum; inputs near FLT_MAX are ambiguous
+//    and tests keep away from them.
 //  * Op B non-finite policy (the library follows this definition):
 //      Fp8DsMla NoPE tile k: if any element of the tile is NaN or +-inf, the
 //        tile's scale byte is 0xFF (0xFE when sanitize), and each element is
@@ -37,6 +52,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -213,6 +229,33 @@ inline int e4m3_code_distance(uint8_t a, uint8_t b) {
 }
 
 // ============================================================================
+// Counts of skipped tokens and non-finite rows (the library's kvc::ErrorCounters)
+// ============================================================================
+
+struct ErrorCounts {
+  uint64_t ring_slot_out_of_range = 0;   // Op A, fused
+  uint64_t cache_slot_out_of_range = 0;  // Op B, fused
+  uint64_t position_out_of_range = 0;    // all ops
+  uint64_t non_finite_rows = 0;          // Op A, fused
+  uint64_t total() const {
+    return ring_slot_out_of_range + cache_slot_out_of_range + position_out_of_range + non_finite_rows;
+  }
+  ErrorCounts& operator+=(const ErrorCounts& o) {
+    ring_slot_out_of_range += o.ring_slot_out_of_range;
+    cache_slot_out_of_range += o.cache_slot_out_of_range;
+    position_out_of_range += o.position_out_of_range;
+    non_finite_rows += o.non_finite_rows;
+    return *this;
+  }
+  bool operator==(const ErrorCounts& o) const {
+    return ring_slot_out_of_range == o.ring_slot_out_of_range &&
+           cache_slot_out_of_range == o.cache_slot_out_of_range &&
+           position_out_of_range == o.position_out_of_range && non_finite_rows == o.non_finite_rows;
+  }
+  bool operator!=(const ErrorCounts& o) const { return !(*this == o); }
+};
+
+// ============================================================================
 // contract §1, Op A (save, compress, norm)
 // ============================================================================
 
@@ -229,6 +272,7 @@ struct CompressInputs {
   int ring_capacity = 0;                // C
   int64_t ring_page_stride = 0, ring_row_stride = 0;  // elements
   int64_t ring_elems = 0;               // total floats in the ring buffer
+  int64_t ring_num_blocks = -1;         // R > 1, when >= 0: slots >= ring_num_blocks * C are padding
   const uint16_t* weight = nullptr;     // [D] bf16 bits
   float eps = 1e-6f;
 };
@@ -242,6 +286,9 @@ struct CompressExpected {
   // the tiny result; a tester bounds the error by ulp_bf16(latent) + c * 2^-24 * magnitude.
   std::vector<double> magnitude;
   std::vector<float> ring_after;  // [ring_elems]; empty when R == 1
+  // [T] the slot each token is treated with: slot[t], or -1 for padding and skipped tokens.
+  std::vector<int64_t> used_slot;
+  ErrorCounts errors;             // ring_slot / position_out_of_range, non_finite_rows
 };
 
 namespace detail {
@@ -286,11 +333,27 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
     return in.kv_score + t * in.kv_score_stride;
   };
 
+  // The slot each token is treated with: skipped tokens become padding, counted once (the
+  // ring bound first). s / C >= num_blocks is s >= num_blocks * C without the overflow.
+  out.used_slot.assign(in.slot, in.slot + T);
+  for (int64_t t = 0; t < T; ++t) {
+    int64_t& s = out.used_slot[static_cast<size_t>(t)];
+    if (s < 0) continue;
+    if (R > 1 && in.ring_num_blocks >= 0 && s / C >= in.ring_num_blocks) {
+      ++out.errors.ring_slot_out_of_range;
+      s = -1;
+    } else if (in.positions[t] < 0) {
+      ++out.errors.position_out_of_range;
+      s = -1;
+    }
+  }
+  const std::vector<int64_t>& slot = out.used_slot;
+
   std::vector<double> pooled(static_cast<size_t>(D)), pooled_abs(static_cast<size_t>(D));
   std::vector<const float*> members(static_cast<size_t>(R));
 
   for (int64_t t = 0; t < T; ++t) {
-    if (in.slot[t] < 0) continue;                 // padding (contract §1.1)
+    if (slot[t] < 0) continue;                    // padding (contract §1.1), or skipped
     const int64_t p = in.positions[t];
     if ((p + 1) % R != 0) continue;               // does not close a group
     out.closes[t] = 1;
@@ -307,7 +370,7 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
       const int32_t first = in.qsl[r];
       require(first >= 0 && first < T, "request of a closing token is empty");
       const int64_t chunk_start = in.positions[first];
-      const int64_t block = in.slot[t] / C;
+      const int64_t block = slot[t] / C;
       // Gather the R members q = p-R+1 .. p (contract §1.2).
       for (int j = 0; j < R; ++j) {
         const int64_t q = p - R + 1 + j;
@@ -337,11 +400,19 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
 
     // RMSNorm, float64 (contract §1.4).
     double ss = 0.0;
-    for (int d = 0; d < D; ++d) ss += pooled[d] * pooled[d];
+    bool finite = true;
+    for (int d = 0; d < D; ++d) {
+      ss += pooled[d] * pooled[d];
+      finite = finite && std::isfinite(pooled[d]);
+    }
+    if (!finite || ss > static_cast<double>(FLT_MAX)) ++out.errors.non_finite_rows;
+    // A finite row whose fp32 sum of squares overflows: rsqrt(inf) = 0, the latent is 0.
+    const bool overflows = finite && ss > static_cast<double>(FLT_MAX);
     const double denom = std::sqrt(ss / D + eps);
     for (int d = 0; d < D; ++d) {
-      out.latent[static_cast<size_t>(t * D + d)] = pooled[d] / denom * weight[d];
-      out.magnitude[static_cast<size_t>(t * D + d)] = pooled_abs[d] / denom * std::fabs(weight[d]);
+      const size_t i = static_cast<size_t>(t * D + d);
+      out.latent[i] = overflows ? 0.0 : pooled[d] / denom * weight[d];
+      out.magnitude[i] = overflows ? 0.0 : pooled_abs[d] / denom * std::fabs(weight[d]);
     }
   }
 
@@ -353,8 +424,8 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
       require(b >= 0 && e >= b && e <= T, "qsl out of range");
       const int64_t n = e - b;
       for (int64_t t = e - std::min<int64_t>(n, C); t < e; ++t) {
-        if (in.slot[t] < 0) continue;
-        const int64_t block = in.slot[t] / C, row = in.slot[t] % C;
+        if (slot[t] < 0) continue;
+        const int64_t block = slot[t] / C, row = slot[t] % C;
         const int64_t off = block * in.ring_page_stride + row * in.ring_row_stride;
         require(off >= 0 && off + 2 * D <= in.ring_elems, "ring store out of range");
         std::memcpy(out.ring_after.data() + off, kv_row(t), sizeof(float) * 2 * D);
@@ -384,6 +455,7 @@ struct InsertInputs {
   int64_t page_stride_bytes = 0;
   int64_t row_stride_bytes = 0;          // plain rows layouts only
   int64_t num_pages = -1;                // -1: not given
+  int64_t cos_sin_rows = -1;             // rows of cos_sin; -1: not given (every group position is in the table)
   float fp8_scale = 1.0f;                // Fp8Rows per-tensor scale
   bool sanitize = false;
 };
@@ -395,6 +467,7 @@ struct InsertExpected {
   struct RopeCode { int64_t byte_offset; uint8_t code; };   // within 1 e4m3 code
   std::vector<RopeCode> rope_fp8;
   std::vector<uint8_t> written;          // [T]
+  ErrorCounts errors;                    // cache_slot / position_out_of_range
 };
 
 // Bytes of one fp8_ds_mla record's value row / scale row and per-page layout.
@@ -448,8 +521,12 @@ inline InsertExpected insert_reference(const InsertInputs& in,
     const int64_t s = in.slot[t];
     const int64_t p = in.positions[t];
     if (s < 0) continue;
+    if (p < 0) { ++out.errors.position_out_of_range; continue; }
     if ((p + 1) % R != 0) continue;
-    if (in.num_pages >= 0 && s >= in.num_pages * B) continue;
+    // s / B >= num_pages is s >= num_pages * B without the overflow.
+    if (in.num_pages >= 0 && s / B >= in.num_pages) { ++out.errors.cache_slot_out_of_range; continue; }
+    const int64_t g = (p / R) * R;  // the group's first position
+    if (in.cos_sin_rows >= 0 && g >= in.cos_sin_rows) { ++out.errors.position_out_of_range; continue; }
     out.written[t] = 1;
     const int64_t page = s / B, row = s % B;
 
@@ -457,7 +534,6 @@ inline InsertExpected insert_reference(const InsertInputs& in,
     for (int d = 0; d < D; ++d) x[d] = bf16_to_double(lat[d]);
 
     // RoPE at the group's first position g (contract §2.2), exact in float64.
-    const int64_t g = (p / R) * R;
     const float* cs = in.cos_sin + g * in.cos_sin_stride;
     for (int i = 0; i < H; ++i) {
       const double c = static_cast<double>(cs[i]);
@@ -541,6 +617,51 @@ inline InsertExpected insert_reference(const InsertInputs& in,
       }
     }
   }
+  return out;
+}
+
+// ============================================================================
+// contract §3, the fused op
+// ============================================================================
+
+struct FusedExpected {
+  CompressExpected compress;
+  InsertExpected insert;
+  ErrorCounts errors;  // both halves, as the fused op counts them in compress.errors
+};
+
+// Op A on `a`, then Op B's record rules on the tokens Op A closes: `b.slot` holds the cache
+// slots; b's ratio, head dim, token count and positions are taken from `a`. The records are
+// made from `b.latent` when given (e.g. the latent a device ran Op A to, as the fused op
+// rotates its own rounded row), else from the float64 latent rounded to bf16. A token Op A
+// skips or does not close writes no record and is not counted again by Op B's rules.
+inline FusedExpected fused_reference(const CompressInputs& a, InsertInputs b,
+                                     const std::vector<uint8_t>& initial_cache) {
+  using detail::require;
+  const int64_t T = a.num_tokens;
+  const int D = a.head_dim;
+  FusedExpected out;
+  out.compress = compress_reference(a);
+  require(T == 0 || b.slot != nullptr, "null cache slots");
+  std::vector<int64_t> record_slot(static_cast<size_t>(T), -1);
+  for (int64_t t = 0; t < T; ++t)
+    if (out.compress.closes[static_cast<size_t>(t)]) record_slot[static_cast<size_t>(t)] = b.slot[t];
+  std::vector<uint16_t> rounded;
+  if (b.latent == nullptr) {
+    rounded.assign(static_cast<size_t>(T * D), 0);
+    for (size_t i = 0; i < rounded.size(); ++i)
+      if (out.compress.closes[i / static_cast<size_t>(D)]) rounded[i] = bf16_round(out.compress.latent[i]);
+    b.latent = rounded.data();
+    b.latent_stride = D;
+  }
+  b.ratio = a.ratio;
+  b.head_dim = D;
+  b.num_tokens = T;
+  b.positions = a.positions;
+  b.slot = record_slot.data();
+  out.insert = insert_reference(b, initial_cache);
+  out.errors = out.compress.errors;
+  out.errors += out.insert.errors;
   return out;
 }
 
