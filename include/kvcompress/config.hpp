@@ -21,13 +21,10 @@
 #define KVC_DEVICE_PASS 0
 #endif
 
-// Debug-only assertion; compiled out unless KVC_DEBUG is defined.
-#if defined(KVC_DEBUG)
-#include <cassert>
-#define KVC_ASSERT(cond) assert(cond)
-#else
-#define KVC_ASSERT(cond) ((void)0)
-#endif
+// KVC_DEBUG (define it yourself, e.g. -DKVC_DEBUG; off by default): every op first checks
+// the caller's data contract in device memory (qsl / req, positions, ring slots, shared
+// cache slots) and traps with a one-line message on the first broken rule. For debugging
+// corruption only: extra launches and O(T^2) pair checks (kernel/contract_check.cuh).
 
 // Loop unrolling hint for device code; the host compiler (g++, or nvcc's host pass) would
 // warn about an unknown pragma.

@@ -11,6 +11,10 @@
 #include "launch.cuh"
 #include "options.hpp"
 
+#if defined(KVC_DEBUG)
+#include "../kernel/contract_check.cuh"
+#endif
+
 namespace kvc {
 
 namespace detail {
@@ -46,6 +50,13 @@ Status launch_compress_rows(const char* name, const CompressParams& p, cudaStrea
 template <int Ratio, int HeadDim, typename In, class Epilogue>
 Status launch_compress_unchecked(const char* name, const CompressParams& p, cudaStream_t stream,
                                  const LaunchOptions& options, const Epilogue& epilogue) {
+#if defined(KVC_DEBUG)
+  // The caller's data contract, checked on the device first (kernel/contract_check.cuh).
+  if (Status s = launch_status("KVC_DEBUG contract check",
+                               launch_contract_check(p, epilogue, stream));
+      !s.ok())
+    return s;
+#endif
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
   if constexpr (!Cfg::kSplitGroup && Cfg::kRowThreads > 32) {
     if (p.num_tokens / Ratio >= kWarpRowMinWindows)

@@ -31,6 +31,12 @@ Status launch_insert_rows(const InsertParams& p, cudaStream_t stream, const Laun
 template <int Ratio, int HeadDim, class Layout>
 Status launch_insert_unchecked(const InsertParams& p, cudaStream_t stream,
                                const LaunchOptions& options) {
+#if defined(KVC_DEBUG)
+  // The caller's data contract, checked on the device first (kernel/contract_check.cuh).
+  if (Status s = launch_status("KVC_DEBUG contract check", launch_contract_check(p, stream));
+      !s.ok())
+    return s;
+#endif
   if constexpr (InsertConfig<Ratio, HeadDim>::kRowThreads > 32) {
     if (p.num_tokens >= kWarpRecordMinTokens)
       return launch_insert_rows<Ratio, HeadDim, Layout, 32>(p, stream, options);
