@@ -30,6 +30,7 @@ if [[ ${KVC_TORCH_CHECK:-0} == 1 ]]; then
   torch_pid=$!
 fi
 run device 200 "$bin/kvc_device_tests" --duration=true
+[[ -x "$bin/kvc_debug_contract_tests" ]] && run debug_contract 60 "$bin/kvc_debug_contract_tests"
 for ex in "$bin"/kvc_example_*; do
   [[ -x $ex ]] || continue
   name=$(basename "$ex")
@@ -70,6 +71,6 @@ fi
 echo
 echo "| step | result |"
 echo "|---|---|"
-for k in device memcheck racecheck torch_build torch_test peer bench $(printf '%s\n' "${!result[@]}" | grep kvc_example | sort); do
+for k in device debug_contract memcheck racecheck torch_build torch_test peer bench $(printf '%s\n' "${!result[@]}" | grep kvc_example | sort); do
   [[ -n ${result[$k]:-} ]] && echo "| $k | ${result[$k]} |"
 done
