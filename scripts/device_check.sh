@@ -3,7 +3,11 @@
 # op (KVC_TORCH_CHECK=1: cold JIT build, timed, and its pytest; KVC_TORCH_TEST=0 skips the
 # pytest), the peer comparison (KVC_PEER_CHECK=1: .peer/peer_bench.py, a copy of
 # ../shared/peer, against the torch op), then compute-sanitizer memcheck and racecheck
-# (KVC_SANITIZE=0 skips them); prints a short table last. Used on the lent GPU machine:
+# (KVC_SANITIZE=0 skips them); prints a short table last. kvc_adversarial_tests (issue 13,
+# when built) runs after the device tests and once more under memcheck; KVC_ADVERSARIAL=0
+# skips both, KVC_ADVERSARIAL_ARGS adds arguments (e.g. "--filter A.r2."), and
+# KVC_ADVERSARIAL_JOBS (default 4) sets how many case processes run at once. Used on the
+# lent GPU machine:
 #   scripts/device_check.sh <dir holding kvc_device_tests [kvc_bench]> [out_dir]
 set -uo pipefail
 bin=${1:?usage: device_check.sh BIN_DIR [OUT_DIR]}
@@ -16,7 +20,7 @@ run() {  # name, seconds, command...
   local start=$SECONDS
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
-  result[$name]="rc=$rc $((SECONDS - start))s $(grep -E 'test cases:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$name.log" | tail -n1 | tr -s ' ')"
+  result[$name]="rc=$rc $((SECONDS - start))s $(grep -E 'test cases:|ERROR SUMMARY|RACECHECK SUMMARY|wrote outside' "$out/$name.log" | tail -n1 | tr -s ' ')"
   tail -n 12 "$out/$name.log"
 }
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +35,15 @@ if [[ ${KVC_TORCH_CHECK:-0} == 1 ]]; then
 fi
 run device 200 "$bin/kvc_device_tests" --duration=true
 [[ -x "$bin/kvc_debug_contract_tests" ]] && run debug_contract 60 "$bin/kvc_debug_contract_tests"
+# Issue 13's adversarial tier: each case in a child process of its own, its last line
+# "N cases, K wrote outside, F wrote foreign rows" (kvc_adversarial_tests --help).
+adversarial=0
+[[ ${KVC_ADVERSARIAL:-1} == 1 && -x "$bin/kvc_adversarial_tests" ]] && adversarial=1
+adv_args=(--jobs "${KVC_ADVERSARIAL_JOBS:-4}" ${KVC_ADVERSARIAL_ARGS:-})
+if [[ $adversarial == 1 ]]; then
+  run adversarial 400 "$bin/kvc_adversarial_tests" "${adv_args[@]}"
+  grep -E ' FAIL' "$out/adversarial.log" | head -n 40
+fi
 for ex in "$bin"/kvc_example_*; do
   [[ -x $ex ]] || continue
   name=$(basename "$ex")
@@ -65,12 +78,22 @@ CS="compute-sanitizer --error-exitcode 99"
 # The sanitizers slow kernels 10-100x: the whole suite under memcheck, the shared-memory
 # kernels (every op, every ratio shape) under racecheck.
 run memcheck 180 $CS --tool memcheck "$bin/kvc_device_tests"
+if [[ $adversarial == 1 ]]; then
+  # The case processes are sanitized too (--target-processes all). API errors are not
+  # reported: the stale-error cases provoke one (a failing cudaMalloc) on purpose. Every
+  # process prints an ERROR SUMMARY; the table sums them.
+  run adversarial_memcheck 600 $CS --tool memcheck --target-processes all --report-api-errors no \
+    "$bin/kvc_adversarial_tests" "${adv_args[@]}" --timeout 300
+  log="$out/adversarial_memcheck.log"
+  errors=$(grep -o 'ERROR SUMMARY: [0-9]*' "$log" | awk '{s += $3} END {print s + 0}')
+  result[adversarial_memcheck]="$(cut -d' ' -f1-2 <<<"${result[adversarial_memcheck]}") $(grep 'wrote outside' "$log" | tail -n1); memcheck: $errors errors in $(grep -c 'ERROR SUMMARY' "$log") processes"
+fi
 run racecheck 150 $CS --tool racecheck "$bin/kvc_device_tests" \
   -tc="*fused*,*every compiled ratio*,*longer than the ring*,*Op B: every layout*,*40000 tokens*"
 fi
 echo
 echo "| step | result |"
 echo "|---|---|"
-for k in device debug_contract memcheck racecheck torch_build torch_test peer bench $(printf '%s\n' "${!result[@]}" | grep kvc_example | sort); do
+for k in device debug_contract adversarial memcheck adversarial_memcheck racecheck torch_build torch_test peer bench $(printf '%s\n' "${!result[@]}" | grep kvc_example | sort); do
   [[ -n ${result[$k]:-} ]] && echo "| $k | ${result[$k]} |"
 done
