@@ -145,7 +145,14 @@ std::vector<Broken> common_cases() {
        {"eps", "finite"}},
       {"eps inf", [](auto& p) { p.eps = std::numeric_limits<float>::infinity(); }, kInvalid,
        {"eps", "finite"}},
-      {"eps negative", [](auto& p) { p.eps = -1e-6f; }, kInvalid, {"eps", ">= 0"}},
+      {"eps negative", [](auto& p) { p.eps = -1e-6f; }, kInvalid, {"eps", "> 0"}},
+      {"eps zero", [](auto& p) { p.eps = 0.f; }, kInvalid, {"eps 0.000000", "finite and > 0"}},
+      {"errors misaligned", [](auto& p) { p.errors = at<kvc::ErrorCounters>(48000 + 2); },
+       kInvalid, {"errors address", "not aligned to 4 bytes"}},
+      {"kv_score stride past the bound", [](auto& p) { p.kv_score_stride = int64_t{1} << 62; },
+       kInvalid, {"kv_score row stride 4611686018427387904 elements", "2^48 bytes"}},
+      {"latent stride past the bound", [](auto& p) { p.latent_stride = int64_t{1} << 62; },
+       kInvalid, {"latent row stride 4611686018427387904 elements", "2^48 bytes"}},
   };
 }
 
@@ -222,6 +229,17 @@ TEST_CASE("compress_can_implement, ratio 2: each broken condition gives its own 
        {"ring page stride 8188", "overlaps", "8192"}},
       {"ring page stride odd", [](auto& p) { p.ring_layout.page_stride = 8210; }, kInvalid,
        {"ring page stride 8210", "not a multiple of 4 elements"}},
+      {"qsl_size past the bound", [](auto& p) { p.qsl_size = int64_t{1} << 62; }, kInvalid,
+       {"qsl_size 4611686018427387904 elements", "2^48 bytes"}},
+      {"ring row stride past the bound", [](auto& p) { p.ring_layout.row_stride = int64_t{1} << 62; },
+       kInvalid, {"ring row stride 4611686018427387904 elements", "2^48 bytes"}},
+      {"ring page stride past the bound",
+       [](auto& p) { p.ring_layout.page_stride = int64_t{1} << 62; }, kInvalid,
+       {"ring page stride 4611686018427387904 elements", "2^48 bytes"}},
+      {"ring num_blocks -2", [](auto& p) { p.ring_layout.num_blocks = -2; }, kInvalid,
+       {"ring num_blocks -2", "-1 (not given) or >= 0"}},
+      {"ring num_blocks past the bound", [](auto& p) { p.ring_layout.num_blocks = int64_t{1} << 62; },
+       kInvalid, {"ring num_blocks * capacity", "2^48 bytes"}},
   };
   cases.insert(cases.end(), ring_cases.begin(), ring_cases.end());
   const auto messages = check_broken(valid_params(2), cases);
@@ -441,7 +459,7 @@ TEST_CASE("insert/fused_can_implement: valid calls pass; broken ones give the ex
   // Record checks come before Op A's in the fused op.
   kvc::FusedParams f{valid_params(2), valid_record()};
   f.compress.eps = -1e-6f;
-  CHECK(message_of(kvc::fused_can_implement(f)) == "eps -0.000001 must be finite and >= 0");
+  CHECK(message_of(kvc::fused_can_implement(f)) == "eps -0.000001 must be finite and > 0");
   f.record.cache.block_size = 0;
   CHECK(message_of(kvc::fused_can_implement(f)) == "cache block size 0 must be >= 1");
   f = {valid_params(2), valid_record()};
@@ -730,4 +748,343 @@ TEST_CASE("ratio < 1 is 'must be >= 1' (invalid) in every entry point, never 'no
   CHECK(kvc::compress_can_implement(a).ok());
   a.num_tokens = -1;
   CHECK(message_of(kvc::compress_can_implement(a)) == "num_tokens -1 is negative");
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 13: bounds that cannot overflow, ring num_blocks, errors, eps > 0.
+
+namespace {
+
+const std::string kBound = " exceeds the buffer bound of 2^48 bytes";
+const std::string kFp32Bound = kBound + " (70368744177664 elements of 4 bytes)";
+const std::string kBf16Bound = kBound + " (140737488355328 elements of 2 bytes)";
+constexpr int64_t k2to62 = int64_t{1} << 62;
+
+/// Whether the validate-once path of the public call reaches its instance (a launch).
+int launches_compress(const kvc::CompressParams& p) {
+  int calls = 0;
+  (void)kvc::detail::validate_dispatch_compress(p, [&](auto...) {
+    ++calls;
+    return kvc::Status::success();
+  });
+  return calls;
+}
+int launches_insert(const kvc::InsertParams& p) {
+  int calls = 0;
+  (void)kvc::detail::validate_dispatch_insert(p, [&](auto...) {
+    ++calls;
+    return kvc::Status::success();
+  });
+  return calls;
+}
+int launches_fused(const kvc::FusedParams& p) {
+  int calls = 0;
+  (void)kvc::detail::validate_dispatch_fused(p, [&](auto...) {
+    ++calls;
+    return kvc::Status::success();
+  });
+  return calls;
+}
+
+/// Op A rejects `p` with exactly `want`; kvc::compress would not launch; the fused op with
+/// the same compress params rejects it the same way.
+void check_compress_rejects(const kvc::CompressParams& p, const std::string& want) {
+  const kvc::Status s = kvc::compress_can_implement(p);
+  CHECK(s.code() == kInvalid);
+  CHECK(message_of(s) == want);
+  CHECK(launches_compress(p) == 0);
+  const kvc::FusedParams f{p, valid_record()};
+  CHECK(message_of(kvc::fused_can_implement(f)) == want);
+  CHECK(launches_fused(f) == 0);
+}
+
+/// Op B and the fused op reject `record` with exactly `want`, without a launch.
+void check_record_rejects(const kvc::RecordArgs& record, const std::string& want) {
+  kvc::InsertParams b = valid_insert(2);
+  b.record = record;
+  const kvc::Status s = kvc::insert_can_implement(b);
+  CHECK(s.code() == kInvalid);
+  CHECK(message_of(s) == want);
+  CHECK(launches_insert(b) == 0);
+  CHECK(message_of(kvc::record_can_implement(record, 512)) == want);
+  const kvc::FusedParams f{valid_params(2), record};
+  CHECK(message_of(kvc::fused_can_implement(f)) == want);
+  CHECK(launches_fused(f) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("detail::mul_fits and buffer_bound: exact, never overflowing") {
+  using kvc::detail::mul_fits;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  CHECK(mul_fits(0, kMax, 0));
+  CHECK(mul_fits(kMax, 0, 0));
+  CHECK(mul_fits(1, kMax, kMax));
+  CHECK(mul_fits(8, 1024, 8192));
+  CHECK_FALSE(mul_fits(8, 1025, 8192));
+  CHECK(mul_fits(int64_t{1} << 31, int64_t{1} << 31, int64_t{1} << 62));
+  CHECK_FALSE(mul_fits(int64_t{1} << 31, (int64_t{1} << 31) + 1, int64_t{1} << 62));
+  CHECK_FALSE(mul_fits(int64_t{1} << 32, int64_t{1} << 32, kMax));  // 2^64 would wrap to 0
+  CHECK_FALSE(mul_fits(3, int64_t{1} << 62, kMax));                  // wraps to a negative
+  CHECK_FALSE(mul_fits(kMax, kMax, kMax));
+  CHECK_FALSE(mul_fits(-1, 1, kMax));
+  CHECK_FALSE(mul_fits(1, -1, kMax));
+  CHECK_FALSE(mul_fits(-(int64_t{1} << 40), -(int64_t{1} << 40), kMax));
+  static_assert(kvc::detail::mul_fits(int64_t{1} << 24, int64_t{1} << 24, int64_t{1} << 48),
+                "constexpr");
+  CHECK(kvc::detail::kMaxBufferBytes == int64_t{1} << 48);
+  CHECK(kvc::detail::buffer_bound(1) == int64_t{1} << 48);
+  CHECK(kvc::detail::buffer_bound(2) == int64_t{1} << 47);
+  CHECK(kvc::detail::buffer_bound(4) == int64_t{1} << 46);
+  CHECK(kvc::detail::buffer_bound(8) == int64_t{1} << 45);
+  CHECK(kvc::detail::buffer_bound(584) == (int64_t{1} << 48) / 584);
+  kvc::detail::Validator v;
+  v.within_bound(int64_t{1} << 46, 4, "x", "elements")
+      .product_within_bound(int64_t{1} << 23, int64_t{1} << 23, 4, "a * b", "elements");
+  CHECK(v.ok());
+  v.product_within_bound(int64_t{1} << 23, (int64_t{1} << 23) + 1, 4, "a * b", "elements");
+  CHECK(message_of(v.status()) == "a * b = 8388608 * 8388609 elements" + kFp32Bound);
+  kvc::detail::Validator w;
+  w.within_bound((int64_t{1} << 48) + 1, 1, "cache page stride", "bytes");
+  CHECK(message_of(w.status()) == "cache page stride 281474976710657 bytes" + kBound);
+}
+
+TEST_CASE("Op A: strides and sizes past 2^48 bytes are rejected before they are multiplied") {
+  auto p = valid_params(2);
+  p.kv_score_stride = k2to62;
+  check_compress_rejects(p, "kv_score row stride 4611686018427387904 elements" + kFp32Bound);
+  p = valid_params(2);
+  p.num_tokens = int64_t{1} << 30;
+  p.kv_score_stride = int64_t{1} << 17;  // 2^47 elements in all
+  check_compress_rejects(
+      p, "num_tokens * kv_score row stride = 1073741824 * 131072 elements" + kFp32Bound);
+  p.kv_score_stride = int64_t{1} << 16;  // 2^46 elements: exactly the bound
+  CHECK(kvc::compress_can_implement(p).ok());
+  p = valid_params(2);
+  p.latent_stride = k2to62;
+  check_compress_rejects(p, "latent row stride 4611686018427387904 elements" + kBf16Bound);
+  p = valid_params(2);
+  p.num_tokens = int64_t{1} << 31;  // the int32 limit comes first
+  CHECK(message_of(kvc::compress_can_implement(p)) ==
+        "num_tokens 2147483648 exceeds the int32 range of qsl");
+  p = valid_params(2);
+  p.num_tokens = int64_t{1} << 30;
+  p.kv_score_stride = 1056;
+  p.latent_stride = int64_t{1} << 18;  // 2^48 bf16 elements
+  check_compress_rejects(
+      p, "num_tokens * latent row stride = 1073741824 * 262144 elements" + kBf16Bound);
+  // The fused op with a null latent does not look at its stride.
+  kvc::FusedParams f{p, valid_record()};
+  f.compress.latent = nullptr;
+  CHECK(kvc::fused_can_implement(f).ok());
+  p = valid_params(2);
+  p.qsl_size = k2to62;
+  check_compress_rejects(p, "qsl_size 4611686018427387904 elements" + kFp32Bound);
+
+  // The ring (fp32 here; bf16 has twice the elements).
+  p = valid_params(2);
+  p.ring_layout.row_stride = k2to62;  // the old check multiplied it by the capacity: it wrapped
+  p.ring_layout.page_stride = k2to62;
+  check_compress_rejects(p, "ring row stride 4611686018427387904 elements" + kFp32Bound);
+  p = valid_params(2);
+  p.ring_layout.page_stride = k2to62;
+  check_compress_rejects(p, "ring page stride 4611686018427387904 elements" + kFp32Bound);
+  p = valid_params(2);
+  p.ring_layout.capacity = 1 << 30;
+  p.ring_layout.row_stride = int64_t{1} << 20;
+  check_compress_rejects(
+      p, "ring capacity * row stride = 1073741824 * 1048576 elements" + kFp32Bound);
+  p = valid_params(2, 512, kvc::DType::kBFloat16);
+  p.ring_layout.row_stride = (int64_t{1} << 47) + 8;
+  CHECK(message_of(kvc::compress_can_implement(p)) ==
+        "ring row stride 140737488355336 elements" + kBf16Bound);
+  // Exactly at the bound: 8 rows of 2^43 floats = 2^46 elements = 2^48 bytes, one block.
+  p = valid_params(2);
+  p.ring_layout.row_stride = int64_t{1} << 43;
+  p.ring_layout.page_stride = int64_t{1} << 46;
+  CHECK(kvc::compress_can_implement(p).ok());
+  p.ring_layout.num_blocks = 1;
+  CHECK(kvc::compress_can_implement(p).ok());
+  p.ring_layout.num_blocks = 2;
+  check_compress_rejects(p,
+                         "ring extent (num_blocks - 1) * page stride + capacity * row stride = "
+                         "1 * 70368744177664 + 70368744177664 elements" + kFp32Bound);
+}
+
+TEST_CASE("Op A: ring num_blocks is -1 or >= 0 and bounds the whole ring (ratio > 1 only)") {
+  for (int64_t n : {int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{4096}, int64_t{1} << 20}) {
+    CAPTURE(n);
+    auto p = valid_params(2);
+    p.ring_layout.num_blocks = n;
+    CHECK(kvc::compress_can_implement(p).ok());
+    CHECK(launches_compress(p) == 1);
+    CHECK(kvc::fused_can_implement({p, valid_record()}).ok());
+  }
+  for (int64_t n : {int64_t{-2}, int64_t{-1000}, std::numeric_limits<int64_t>::min()}) {
+    CAPTURE(n);
+    auto p = valid_params(4);
+    p.ring_layout.num_blocks = n;
+    check_compress_rejects(p, "ring num_blocks " + std::to_string(n) +
+                                  " must be -1 (not given) or >= 0");
+  }
+  auto p = valid_params(2);
+  p.ring_layout.num_blocks = k2to62;  // num_blocks * capacity = 2^65 would wrap to 0
+  check_compress_rejects(p, "ring num_blocks * capacity = 4611686018427387904 * 8 rows" + kBound);
+  p.ring_layout.num_blocks = std::numeric_limits<int64_t>::max();
+  check_compress_rejects(p, "ring num_blocks * capacity = 9223372036854775807 * 8 rows" + kBound);
+  // 2^40 blocks of 8208 floats: the slots fit, the ring's bytes do not.
+  p.ring_layout.num_blocks = int64_t{1} << 40;
+  check_compress_rejects(p,
+                         "ring extent (num_blocks - 1) * page stride + capacity * row stride = "
+                         "1099511627775 * 8208 + 8192 elements" + kFp32Bound);
+  // The largest ring that fits: (n - 1) * 8208 + 8192 <= 2^46.
+  const int64_t largest = ((int64_t{1} << 46) - 8192) / 8208 + 1;
+  p.ring_layout.num_blocks = largest;
+  CHECK(kvc::compress_can_implement(p).ok());
+  p.ring_layout.num_blocks = largest + 1;
+  CHECK_FALSE(kvc::compress_can_implement(p).ok());
+  // Ratio 1 has no ring: num_blocks (and the ring strides) are not looked at.
+  auto q = valid_params(1);
+  q.ring_layout.num_blocks = -5;
+  q.ring_layout.row_stride = k2to62;
+  CHECK(kvc::compress_can_implement(q).ok());
+  CHECK(kvc::fused_can_implement({q, valid_record()}).ok());
+}
+
+TEST_CASE("errors: null or 4-byte aligned (Op A, Op B, the fused op's compress.errors)") {
+  auto* aligned = at<kvc::ErrorCounters>(48000);
+  auto* misaligned = reinterpret_cast<kvc::ErrorCounters*>(at(48000 + 2));
+  CHECK(alignof(kvc::ErrorCounters) == 4);
+  for (int ratio : {1, 2, 128}) {
+    CAPTURE(ratio);
+    auto p = valid_params(ratio);
+    p.errors = aligned;
+    CHECK(kvc::compress_can_implement(p).ok());
+    CHECK(kvc::fused_can_implement({p, valid_record()}).ok());
+    p.errors = misaligned;
+    check_compress_rejects(p, "errors address " + kvc::detail::hex_address(misaligned) +
+                                  " is not aligned to 4 bytes");
+  }
+  auto b = valid_insert(2);
+  b.errors = aligned;
+  CHECK(kvc::insert_can_implement(b).ok());
+  b.errors = misaligned;
+  CHECK(kvc::insert_can_implement(b).code() == kInvalid);
+  CHECK(message_of(kvc::insert_can_implement(b)) ==
+        "errors address " + kvc::detail::hex_address(misaligned) + " is not aligned to 4 bytes");
+  CHECK(launches_insert(b) == 0);
+  // The fused op counts in compress.errors only (InsertParams.errors is Op B's).
+  kvc::FusedParams f{valid_params(2), valid_record()};
+  f.compress.errors = aligned;
+  f.compress.latent = nullptr;
+  CHECK(kvc::fused_can_implement(f).ok());
+  CHECK(launches_fused(f) == 1);
+}
+
+TEST_CASE("eps must be finite and > 0: eps = 0 would make an all-zero row NaN") {
+  for (float eps : {0.f, -0.f, -1e-20f, -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    CAPTURE(eps);
+    auto p = valid_params(2);
+    p.eps = eps;
+    check_compress_rejects(p, "eps " + std::to_string(eps) + " must be finite and > 0");
+  }
+  auto p = valid_params(2);
+  p.eps = 0.f;
+  CHECK(message_of(kvc::compress_can_implement(p)) == "eps 0.000000 must be finite and > 0");
+  for (float eps : {1e-20f, 1e-6f, std::numeric_limits<float>::denorm_min(),
+                    std::numeric_limits<float>::min(), 1.f}) {
+    CAPTURE(eps);
+    p.eps = eps;
+    CHECK(kvc::compress_can_implement(p).ok());
+  }
+}
+
+TEST_CASE("records: cache and cos_sin strides and sizes past 2^48 bytes are rejected") {
+  auto r = valid_record();
+  r.cache.page_stride = k2to62;
+  check_record_rejects(r, "cache page stride 4611686018427387904 bytes" + kBound);
+  r = valid_record();
+  r.cache.row_stride = int64_t{1} << 58;  // ignored by fp8_ds_mla, but no buffer is that large
+  check_record_rejects(r, "cache row stride 288230376151711744 bytes" + kBound);
+  // bf16 rows: a row stride of 2^58 with a 64 KiB page used to wrap (B - 1) * row stride.
+  auto bf16 = valid_record();
+  bf16.layout = kvc::CacheLayout::kBf16Rows;
+  bf16.cache.row_stride = 1024;
+  bf16.cache.page_stride = 64 * 1024;
+  CHECK(kvc::record_can_implement(bf16, 512).ok());
+  r = bf16;
+  r.cache.row_stride = int64_t{1} << 58;
+  check_record_rejects(r, "cache row stride 288230376151711744 bytes" + kBound);
+  r = bf16;
+  r.cache.block_size = 1 << 20;
+  r.cache.row_stride = int64_t{1} << 30;
+  check_record_rejects(r, "cache block size * row stride = 1048576 * 1073741824 bytes" + kBound);
+  // fp8 rows go through the same checks.
+  auto fp8 = valid_fp8_rows_insert(2).record;
+  fp8.cache.row_stride = int64_t{1} << 58;
+  check_record_rejects(fp8, "cache row stride 288230376151711744 bytes" + kBound);
+  // fp8_ds_mla may leave row_stride 0 (it has no rows of its own).
+  r = valid_record();
+  r.cache.row_stride = 0;
+  CHECK(kvc::record_can_implement(r, 512).ok());
+
+  // num_pages bounds the whole cache.
+  r = valid_record();
+  r.cache.num_pages = k2to62;
+  check_record_rejects(r, "cache num_pages * block size = 4611686018427387904 * 64 records" + kBound);
+  r.cache.num_pages = int64_t{1} << 33;
+  check_record_rejects(r, "cache num_pages * page stride = 8589934592 * 37440 bytes" + kBound);
+  for (int64_t n : {int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{100000},
+                    (int64_t{1} << 48) / 37440}) {
+    CAPTURE(n);
+    r.cache.num_pages = n;
+    CHECK(kvc::record_can_implement(r, 512).ok());
+  }
+  r.cache.num_pages = (int64_t{1} << 48) / 37440 + 1;
+  CHECK_FALSE(kvc::record_can_implement(r, 512).ok());
+
+  // The rotary table.
+  r = valid_record();
+  r.cos_sin_stride = k2to62;
+  check_record_rejects(r, "cos_sin row stride 4611686018427387904 elements" + kFp32Bound);
+  r = valid_record();
+  r.cos_sin_dtype = kvc::DType::kBFloat16;
+  r.cos_sin_rows = int64_t{1} << 50;
+  check_record_rejects(
+      r, "cos_sin_rows * cos_sin row stride = 1125899906842624 * 64 elements" + kBf16Bound);
+  r.cos_sin_rows = int64_t{1} << 41;  // 2^47 bf16 elements: exactly the bound
+  CHECK(kvc::record_can_implement(r, 512).ok());
+
+  // Op B's latent.
+  auto b = valid_insert(2);
+  b.latent_stride = k2to62;
+  CHECK(message_of(kvc::insert_can_implement(b)) ==
+        "latent row stride 4611686018427387904 elements" + kBf16Bound);
+  CHECK(launches_insert(b) == 0);
+  b = valid_insert(2);
+  b.num_tokens = int64_t{1} << 30;
+  b.latent_stride = int64_t{1} << 18;
+  CHECK(message_of(kvc::insert_can_implement(b)) ==
+        "num_tokens * latent row stride = 1073741824 * 262144 elements" + kBf16Bound);
+  CHECK(launches_insert(b) == 0);
+}
+
+TEST_CASE("both bounds given (as the torch op and the README do): valid, no allocation") {
+  auto a = valid_params(2);
+  a.ring_layout.num_blocks = 256;
+  a.errors = at<kvc::ErrorCounters>(48000);
+  auto b = valid_insert(2);
+  b.record.cache.num_pages = 4096;
+  b.errors = at<kvc::ErrorCounters>(48000);
+  const kvc::FusedParams f{a, b.record};
+  bool ok = true;
+  CHECK(allocations_of([&] { ok = ok && kvc::compress_can_implement(a).ok(); }) == 0);
+  CHECK(allocations_of([&] { ok = ok && kvc::insert_can_implement(b).ok(); }) == 0);
+  CHECK(allocations_of([&] { ok = ok && kvc::fused_can_implement(f).ok(); }) == 0);
+  CHECK(ok);
+  CHECK(launches_compress(a) == 1);
+  CHECK(launches_insert(b) == 1);
+  CHECK(launches_fused(f) == 1);
 }

@@ -17,35 +17,51 @@ namespace kvc {
 
 namespace detail {
 
-/// Checks the record arguments for a layout type (built-in or user-defined).
+/// Checks the record arguments for a layout type (built-in or user-defined). Strides and
+/// sizes are bounded (kMaxBufferBytes) before they are multiplied, also before the layout's
+/// min_page_bytes multiplies block size and row stride.
 template <class Layout>
 Status record_check(const RecordArgs& r, int head_dim) {
   Validator v;
+  const CacheParams& c = r.cache;
   v.require(head_dim == Layout::kHeadDim, "cache layout ", Layout::kName, " holds head dim ",
             Layout::kHeadDim, ", not ", head_dim)
       .require(r.rope_dim == Layout::kRopeDim, "rope dim ", r.rope_dim,
                " does not match the layout's ", Layout::kRopeDim)
       .require(r.rope_style == RopeStyle::kGptJ || r.rope_style == RopeStyle::kNeoX,
                "unknown rope style")
-      .not_null(r.cache.data, "cache")
-      .aligned(r.cache.data, 16, "cache")
-      .require(r.cache.block_size >= 1, "cache block size ", r.cache.block_size, " must be >= 1")
-      .require(r.cache.num_pages >= -1, "num_pages ", r.cache.num_pages,
-               " must be -1 (not given) or >= 0");
+      .not_null(c.data, "cache")
+      .aligned(c.data, 16, "cache")
+      .require(c.block_size >= 1, "cache block size ", c.block_size, " must be >= 1")
+      .require(c.num_pages >= -1, "num_pages ", c.num_pages, " must be -1 (not given) or >= 0")
+      .within_bound(c.page_stride, 1, "cache page stride", "bytes")
+      .within_bound(c.row_stride, 1, "cache row stride", "bytes");
+  // Layouts without rows of their own (fp8_ds_mla) may leave row_stride 0.
+  if (c.row_stride > 0)
+    v.product_within_bound(c.block_size, c.row_stride, 1, "cache block size * row stride",
+                           "bytes");
   if (!v.ok()) return std::move(v).status();
-  Status layout_status = Layout::check(r.cache);
+  Status layout_status = Layout::check(c);
   if (!layout_status.ok()) return layout_status;
-  const int64_t min_page = Layout::min_page_bytes(r.cache.block_size, r.cache.row_stride);
+  const int64_t min_page = Layout::min_page_bytes(c.block_size, c.row_stride);
   const int table_elem = r.cos_sin_dtype == DType::kFloat32 ? 4 : 2;
-  v.require(r.cache.page_stride >= min_page, Layout::kName, " page stride ", r.cache.page_stride,
-            " bytes is smaller than the page, ", min_page, " bytes")
-      .not_null(r.cos_sin, "cos_sin")
+  v.require(c.page_stride >= min_page, Layout::kName, " page stride ", c.page_stride,
+            " bytes is smaller than the page, ", min_page, " bytes");
+  if (c.num_pages >= 0)
+    v.product_within_bound(c.num_pages, c.block_size, 1, "cache num_pages * block size",
+                           "records")
+        .product_within_bound(c.num_pages, c.page_stride, 1, "cache num_pages * page stride",
+                              "bytes");
+  v.not_null(r.cos_sin, "cos_sin")
       .aligned(r.cos_sin, table_elem, "cos_sin")
       .require(r.cos_sin_dtype == DType::kFloat32 || r.cos_sin_dtype == DType::kBFloat16,
                "cos_sin dtype must be float32 or bfloat16")
       .require(r.cos_sin_stride >= r.rope_dim, "cos_sin row stride ", r.cos_sin_stride,
                " is smaller than the rope dim ", r.rope_dim)
+      .within_bound(r.cos_sin_stride, table_elem, "cos_sin row stride", "elements")
       .require(r.cos_sin_rows >= 1, "cos_sin_rows ", r.cos_sin_rows, " must be >= 1")
+      .product_within_bound(r.cos_sin_rows, r.cos_sin_stride, table_elem,
+                            "cos_sin_rows * cos_sin row stride", "elements")
       .not_null(r.cache_slot.data, "cache slot")
       .index_type(r.cache_slot.type, "cache slot")
       .aligned(r.cache_slot.data, index_size(r.cache_slot.type), "cache slot");
@@ -81,7 +97,7 @@ inline int insert_vector_elems(int head_dim) { return largest_pow2_divisor(head_
 
 namespace detail {
 
-/// Op B conditions on the latent and positions (any compiled instance).
+/// Op B conditions on the latent, positions and errors (any compiled instance).
 inline Status insert_check_params(const InsertParams& p) {
   if (p.ratio < 1) return invalid("compress ratio ", p.ratio, " must be >= 1");
   Validator v;
@@ -89,9 +105,13 @@ inline Status insert_check_params(const InsertParams& p) {
   v.not_null(p.latent, "latent")
       .aligned(p.latent, 2 * vec, "latent")
       .stride(p.latent_stride, p.head_dim, vec, "latent row stride", "head_dim =")
+      .within_bound(p.latent_stride, 2, "latent row stride", "elements")
+      .product_within_bound(p.num_tokens, p.latent_stride, 2, "num_tokens * latent row stride",
+                            "elements")
       .not_null(p.positions.data, "positions")
       .index_type(p.positions.type, "positions")
-      .aligned(p.positions.data, index_size(p.positions.type), "positions");
+      .aligned(p.positions.data, index_size(p.positions.type), "positions")
+      .aligned(p.errors, static_cast<int>(alignof(ErrorCounters)), "errors");  // 4-byte atomics
   return std::move(v).status();
 }
 

@@ -25,6 +25,32 @@
 namespace kvc {
 namespace detail {
 
+/// The largest byte extent a buffer may have: 2^48 bytes (256 TiB, far beyond any GPU's
+/// memory). Every stride and size is checked against it before it is multiplied, so the
+/// products the checks (and the kernels' offsets) compute stay far inside int64 (contract
+/// §4.3). Messages write it as kMaxBufferBytesText.
+constexpr int64_t kMaxBufferBytes = int64_t{1} << 48;
+constexpr const char* kMaxBufferBytesText = "2^48 bytes";
+
+/// Whether a * b <= limit (limit >= 0), for a, b >= 0, without forming a product that
+/// overflows; false for a negative factor.
+constexpr bool mul_fits(int64_t a, int64_t b, int64_t limit) {
+  if (a < 0 || b < 0) return false;
+  if (((a | b) >> 31) == 0) return a * b <= limit;  // both < 2^31: the product fits (no division)
+  return a == 0 || b <= limit / a;
+}
+
+/// kMaxBufferBytes in units of `unit_bytes` (> 0) bytes; the usual sizes need no division.
+constexpr int64_t buffer_bound(int unit_bytes) {
+  switch (unit_bytes) {
+    case 1: return kMaxBufferBytes;
+    case 2: return kMaxBufferBytes >> 1;
+    case 4: return kMaxBufferBytes >> 2;
+    case 8: return kMaxBufferBytes >> 3;
+    default: return kMaxBufferBytes / unit_bytes;
+  }
+}
+
 inline std::string hex_address(const void* p) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%p", p);
@@ -36,9 +62,24 @@ struct Hex {
   const void* p;
 };
 
+/// A message piece: " exceeds the buffer bound of 2^48 bytes", plus the bound in `units` of
+/// `unit_bytes` bytes when those are wider than a byte.
+struct BoundNote {
+  int unit_bytes;
+  const char* units;
+};
+
 inline void append_piece(std::string& s, const char* piece) { s += piece; }
 inline void append_piece(std::string& s, const std::string& piece) { s += piece; }
 inline void append_piece(std::string& s, Hex piece) { s += hex_address(piece.p); }
+inline void append_piece(std::string& s, BoundNote piece) {
+  s += " exceeds the buffer bound of ";
+  s += kMaxBufferBytesText;
+  if (piece.unit_bytes > 1) {
+    s += " (" + std::to_string(buffer_bound(piece.unit_bytes)) + " " + piece.units + " of " +
+         std::to_string(piece.unit_bytes) + " bytes)";
+  }
+}
 /// Numbers as std::to_string writes them (integers in decimal, floats with "%f").
 template <class T, std::enable_if_t<std::is_arithmetic<T>::value && !std::is_same<T, bool>::value &&
                                         !std::is_same<T, char>::value,
@@ -65,7 +106,7 @@ KVC_COLD_NOINLINE Status invalid(const Pieces&... pieces) {
 /// Collects the first failed condition; later checks are skipped once one failed.
 ///
 ///   Validator v;
-///   v.not_null(p.weight, "weight").require(p.eps >= 0.f, "eps ", p.eps, " must be >= 0");
+///   v.not_null(p.weight, "weight").require(p.eps > 0.f, "eps ", p.eps, " must be > 0");
 ///   return v.status();
 class Validator {
  public:
@@ -99,6 +140,19 @@ class Validator {
     require(value >= min_elems, name, " ", value, " is smaller than ", min_what, " ", min_elems);
     return require(value % multiple == 0, name, " ", value, " is not a multiple of ", multiple,
                    " elements");
+  }
+  /// `value` `units` of `unit_bytes` bytes lie within kMaxBufferBytes. Check a stride or size
+  /// this way before it is multiplied.
+  Validator& within_bound(int64_t value, int unit_bytes, const char* name, const char* units) {
+    return require(value <= buffer_bound(unit_bytes), name, " ", value, " ", units,
+                   BoundNote{unit_bytes, units});
+  }
+  /// `a * b` `units` of `unit_bytes` bytes lie within kMaxBufferBytes, checked without
+  /// overflow; `what` names the product ("ring capacity * row stride"). Check a and b >= 0 first.
+  Validator& product_within_bound(int64_t a, int64_t b, int unit_bytes, const char* what,
+                                  const char* units) {
+    return require(mul_fits(a, b, buffer_bound(unit_bytes)), what, " = ", a, " * ", b, " ", units,
+                   BoundNote{unit_bytes, units});
   }
 
  private:
