@@ -12,8 +12,10 @@
 namespace kvc {
 namespace detail {
 
-inline Status launch_status(const char* kernel, cudaError_t err = cudaSuccess) {
-  if (err == cudaSuccess) err = cudaGetLastError();
+/// The Status of a launch from the launch call's own result. The runtime's last-error state
+/// is neither read nor reset: an earlier, unrelated failure (a cudaMalloc, say) is the
+/// caller's to see, not this launch's.
+inline Status launch_status(const char* kernel, cudaError_t err) {
   if (err != cudaSuccess)
     return Status::cuda(err, std::string(kernel) + " launch failed: " + cudaGetErrorString(err));
   return Status::success();
@@ -29,34 +31,29 @@ inline bool device_supports_pdl() {
   // -std=c++17 guards the static), so the lookup is one relaxed load.
   static std::atomic<signed char> cache[kCachedDevices] = {};
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    (void)cudaGetLastError();  // leave no sticky error behind for the launch check
-    return false;
-  }
+  // A failed query launches without PDL; its error is left in place (not reset) like any
+  // other, and the launch reports its own result.
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
   const bool cached = device >= 0 && device < kCachedDevices;
   if (cached) {
     const signed char known = cache[device].load(std::memory_order_relaxed);
     if (known != 0) return known == 2;
   }
   int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-    (void)cudaGetLastError();
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
     return false;
-  }
   const bool pdl = major >= 9;
   if (cached) cache[device].store(static_cast<signed char>(pdl ? 2 : 1), std::memory_order_relaxed);
   return pdl;
 }
 
-/// Launches `kernel<<<grid, block, 0, stream>>>(args...)`, with the programmatic stream
-/// serialization attribute when `options.pdl` is set and the device supports it.
+/// Launches `kernel` on `grid` x `block` threads on `stream` through cudaLaunchKernelEx, with
+/// the programmatic stream serialization attribute when `options.pdl` is set and the device
+/// supports it (no attribute otherwise). Returns that call's own result: a launch error, or
+/// a sticky error of an earlier kernel, which the runtime reports on any call.
 template <class... KernelArgs, class... Args>
 Status launch_kernel(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
                      cudaStream_t stream, const LaunchOptions& options, Args&&... args) {
-  if (!options.pdl || !device_supports_pdl()) {
-    kernel<<<grid, block, 0, stream>>>(static_cast<Args&&>(args)...);
-    return launch_status(name);
-  }
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
@@ -66,7 +63,7 @@ Status launch_kernel(const char* name, void (*kernel)(KernelArgs...), dim3 grid,
   config.dynamicSmemBytes = 0;
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = 1;
+  config.numAttrs = options.pdl && device_supports_pdl() ? 1 : 0;
   return launch_status(name, cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...));
 }
 
