@@ -304,6 +304,7 @@ int parent(const std::string& self, const std::vector<Case>& cases, const std::v
     bool done = false, pass = false, outside = false, foreign = false;
     std::string line;
   };
+  std::printf("%s: %zu cases, each in a child process of its own (%d at a time)\n", kProgram, selected.size(), jobs);
   std::vector<Result> results(selected.size());
   std::deque<size_t> todo;
   for (size_t i = 0; i < selected.size(); ++i) todo.push_back(i);
@@ -348,7 +349,8 @@ int parent(const std::string& self, const std::vector<Case>& cases, const std::v
       res.done = true;
       const std::string& name = cases[static_cast<size_t>(c.index)].name;
       const size_t nl = c.out.find('\n');
-      if (!late && c.out.size() > 2 && c.out[0] == '@' && nl != std::string::npos) {
+      const bool reported = c.out.size() > 2 && c.out[0] == '@' && nl != std::string::npos;
+      if (reported) {
         int p = 0, out = 1, fr = 0;
         std::sscanf(c.out.c_str(), "@ %d %d %d", &p, &out, &fr);
         res.pass = p != 0;
@@ -358,12 +360,13 @@ int parent(const std::string& self, const std::vector<Case>& cases, const std::v
         while (!res.line.empty() && res.line.back() == '\n') res.line.pop_back();
         // The child exits 0 (pass) or 1 (fail); anything else came after its report, e.g.
         // compute-sanitizer's --error-exitcode for an access the byte counts cannot see.
-        const bool normal = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1);
+        const bool normal = !late && WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1);
         if (!normal) {
           res.pass = false;
           const size_t at = res.line.find(" PASS");
           if (at != std::string::npos) res.line.replace(at, 5, " FAIL");
-          res.line += " -- after its report the child " + exit_str(st);
+          res.line += late ? std::string(" -- after its report the child hung and was killed")
+                           : " -- after its report the child " + exit_str(st);
         }
       } else {
         res.pass = false;
