@@ -181,9 +181,10 @@ inline kvc::CompressParams compress_params(
                     rms_norm_weight.size(0), " elements, expected head dim ", D);
   check_last_dim_contiguous(rms_norm_weight, op, "rms_norm_weight");
   p.weight = static_cast<const kvc::bf16_t*>(rms_norm_weight.data_ptr());
-  KVC_TORCH_CHECK_VALUE(std::isfinite(rms_norm_eps) && rms_norm_eps >= 0.0 &&
+  // eps = 0 would make an all-zero row NaN (contract §1.7); the library rejects it too.
+  KVC_TORCH_CHECK_VALUE(std::isfinite(rms_norm_eps) && rms_norm_eps > 0.0 &&
                         rms_norm_eps <= std::numeric_limits<float>::max(),
-                    op, ": rms_norm_eps ", rms_norm_eps, " must be finite and >= 0");
+                    op, ": rms_norm_eps ", rms_norm_eps, " must be finite and > 0");
   p.eps = static_cast<float>(rms_norm_eps);
 
   if (latent != nullptr) {
@@ -220,7 +221,9 @@ inline kvc::CompressParams compress_params(
     const int64_t row_stride = capacity == 1 ? 2 * D : ring.stride(1);
     const int64_t page_stride = ring.size(0) == 1 ? capacity * row_stride : ring.stride(0);
     p.ring = ring.data_ptr();
-    p.ring_layout = kvc::RingLayout{static_cast<int>(capacity), page_stride, row_stride};
+    // num_blocks from the tensor: a slot past the ring is padding, never a write past it.
+    p.ring_layout = kvc::RingLayout{static_cast<int>(capacity), page_stride, row_stride,
+                                    /*num_blocks=*/ring.size(0)};
 
     p.qsl = int32_tensor(*query_start_loc, op, "query_start_loc", device);
     p.qsl_size = query_start_loc->size(0);
