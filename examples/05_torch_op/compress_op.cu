@@ -17,7 +17,7 @@ void fused_save_compress_norm(const at::Tensor& kv_score, const at::Tensor& posi
                               const std::optional<at::Tensor>& query_start_loc,
                               const std::optional<at::Tensor>& token_to_req_indices,
                               const at::Tensor& rms_norm_weight, double rms_norm_eps,
-                              int64_t compress_ratio, const at::Tensor& latent_out) {
+                              int64_t compress_ratio, const at::Tensor& latent_out, bool pdl) {
   constexpr const char* op = "fused_save_compress_norm";
   const int ratio = ratio_of(compress_ratio, op);
   KVC_TORCH_CHECK_VALUE(latent_out.defined(), op, ": latent_out is undefined");
@@ -32,7 +32,8 @@ void fused_save_compress_norm(const at::Tensor& kv_score, const at::Tensor& posi
   if (s.ok())  // every compiled ratio and dtype, head dim 512 only (common.h)
     s = kvc::dispatch_ratio(p.ratio, [&](auto r) {
       return kvc::dispatch_dtype(p.dtype, [&](auto element) {
-        return kvc::launch_compress<decltype(r)::value, kHeadDim, decltype(element)>(p, stream);
+        return kvc::launch_compress<decltype(r)::value, kHeadDim, decltype(element)>(
+            p, stream, kvc::LaunchOptions{pdl});
       });
     });
   throw_if_error(s, op);

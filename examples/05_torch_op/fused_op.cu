@@ -21,7 +21,7 @@ void fused_compress_insert(const at::Tensor& kv_score, const at::Tensor& positio
                            int64_t compress_ratio, const at::Tensor& cos_sin_cache,
                            const at::Tensor& kv_cache, const at::Tensor& kv_slot_mapping,
                            const std::optional<at::Tensor>& latent_out,
-                           const std::optional<at::Tensor>& fp8_scale) {
+                           const std::optional<at::Tensor>& fp8_scale, bool pdl) {
   constexpr const char* op = "fused_compress_insert";
   const int ratio = ratio_of(compress_ratio, op);
   const int64_t D = cache_head_dim(kv_cache, op);
@@ -41,7 +41,7 @@ void fused_compress_insert(const at::Tensor& kv_score, const at::Tensor& positio
       return kvc::dispatch_dtype(p.compress.dtype, [&](auto element) {
         return kvc::dispatch_layout<kHeadDim>(p.record.layout, [&](auto layout) {
           return kvc::launch_fused<decltype(r)::value, kHeadDim, decltype(element),
-                                   decltype(layout)>(p, stream);
+                                   decltype(layout)>(p, stream, kvc::LaunchOptions{pdl});
         });
       });
     });

@@ -14,7 +14,7 @@ namespace kvc_torch {
 void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
                        const at::Tensor& cos_sin_cache, const at::Tensor& kv_cache,
                        const at::Tensor& slot_mapping, int64_t compress_ratio,
-                       const std::optional<at::Tensor>& fp8_scale) {
+                       const std::optional<at::Tensor>& fp8_scale, bool pdl) {
   constexpr const char* op = "rope_quant_insert";
   const int ratio = ratio_of(compress_ratio, op);
   KVC_TORCH_CHECK_VALUE(latent.defined(), op, ": latent is undefined");
@@ -44,7 +44,8 @@ void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
   if (s.ok())  // every compiled ratio and cache layout, head dim 512 only (common.h)
     s = kvc::dispatch_ratio(p.ratio, [&](auto r) {
       return kvc::dispatch_layout<kHeadDim>(p.record.layout, [&](auto layout) {
-        return kvc::launch_insert<decltype(r)::value, kHeadDim, decltype(layout)>(p, stream);
+        return kvc::launch_insert<decltype(r)::value, kHeadDim, decltype(layout)>(
+            p, stream, kvc::LaunchOptions{pdl});
       });
     });
   throw_if_error(s, op);

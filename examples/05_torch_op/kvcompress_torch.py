@@ -12,7 +12,13 @@ The argument orders, dtypes and shapes are those of vLLM's DeepSeek V4.1 compres
 (``fused_save_compress_norm`` and ``rope_quant_insert``); every op works in place on the
 current CUDA stream, validates its arguments first and raises TypeError (wrong dtype),
 ValueError (wrong shape, stride, device or value) or RuntimeError (CUDA error) with a
-message naming the argument. The cache dtype selects the layout:
+message naming the argument. Every op also takes the keyword ``pdl`` (default True): it is
+launched with programmatic dependent launch on sm_90+ (ignored below), so in a CUDA graph or
+a busy stream its blocks are scheduled while the previous kernel finishes, and they wait for
+it before touching memory — the same results, without the launch gap between kernels
+(``kvc::LaunchOptions::pdl``). A kernel you launch after ours with the PDL attribute must
+wait (``cudaGridDependencySynchronize``) before reading what ours wrote, as PDL requires.
+The cache dtype selects the layout:
 
 * uint8 ``[pages, B, 584]``: fp8_ds_mla (per page B*576 value bytes, then B*8 scale bytes;
   page stride = ``kv_cache.stride(0)`` bytes, may be padded);
@@ -92,7 +98,7 @@ def load(verbose: bool = False):
 
 def fused_save_compress_norm(kv_score, positions, state_cache, slot_mapping, query_start_loc,
                              token_to_req_indices, rms_norm_weight, rms_norm_eps,
-                             compress_ratio, latent_out):
+                             compress_ratio, latent_out, *, pdl=True):
     """Op A (contract §1): gated pooling of every ``compress_ratio`` tokens, RMSNorm, ring update.
 
     kv_score [T, 2*512] (ratio > 1: kv then score) or [T, 512] (ratio 1), float32 or
@@ -104,11 +110,12 @@ def fused_save_compress_norm(kv_score, positions, state_cache, slot_mapping, que
     """
     load().fused_save_compress_norm(kv_score, positions, state_cache, slot_mapping,
                                     query_start_loc, token_to_req_indices, rms_norm_weight,
-                                    float(rms_norm_eps), int(compress_ratio), latent_out)
+                                    float(rms_norm_eps), int(compress_ratio), latent_out,
+                                    bool(pdl))
 
 
 def rope_quant_insert(latent, positions, cos_sin_cache, kv_cache, slot_mapping, compress_ratio,
-                      fp8_scale=None):
+                      fp8_scale=None, *, pdl=True):
     """Op B (contract §2): GPT-J RoPE on the last 64 dims at the group's first position, quantize,
     write one record per closing token with ``slot_mapping >= 0`` (page = slot // B).
 
@@ -118,13 +125,13 @@ def rope_quant_insert(latent, positions, cos_sin_cache, kv_cache, slot_mapping, 
     CUDA tensor for a float8_e4m3fn cache. Returns None.
     """
     load().rope_quant_insert(latent, positions, cos_sin_cache, kv_cache, slot_mapping,
-                             int(compress_ratio), fp8_scale)
+                             int(compress_ratio), fp8_scale, bool(pdl))
 
 
 def fused_compress_insert(kv_score, positions, state_cache, slot_mapping, query_start_loc,
                           token_to_req_indices, rms_norm_weight, rms_norm_eps, compress_ratio,
                           cos_sin_cache, kv_cache, kv_slot_mapping, latent_out=None,
-                          fp8_scale=None):
+                          fp8_scale=None, *, pdl=True):
     """Op A then Op B in one launch (contract §3), bit-identical to the two ops.
 
     The first nine arguments are fused_save_compress_norm's (slot_mapping = ring slots), then
@@ -134,4 +141,4 @@ def fused_compress_insert(kv_score, positions, state_cache, slot_mapping, query_
     load().fused_compress_insert(kv_score, positions, state_cache, slot_mapping,
                                  query_start_loc, token_to_req_indices, rms_norm_weight,
                                  float(rms_norm_eps), int(compress_ratio), cos_sin_cache,
-                                 kv_cache, kv_slot_mapping, latent_out, fp8_scale)
+                                 kv_cache, kv_slot_mapping, latent_out, fp8_scale, bool(pdl))

@@ -12,6 +12,8 @@
 
 namespace kvc_torch {
 
+// Every op takes `pdl`: launch with programmatic dependent launch (kvc::LaunchOptions::pdl).
+
 // Op A (contract §1). kv_score [T, 2*D] (ratio > 1: kv then score) or [T, D] (ratio 1), fp32 or
 // bf16; positions [T] int64/int32; state_cache [blocks, C, 2*D] of kv_score's dtype (ratio > 1,
 // may be None at ratio 1); slot_mapping [T] ring slots (-1 = padding); query_start_loc
@@ -23,7 +25,7 @@ void fused_save_compress_norm(const at::Tensor& kv_score, const at::Tensor& posi
                               const std::optional<at::Tensor>& query_start_loc,
                               const std::optional<at::Tensor>& token_to_req_indices,
                               const at::Tensor& rms_norm_weight, double rms_norm_eps,
-                              int64_t compress_ratio, const at::Tensor& latent_out);
+                              int64_t compress_ratio, const at::Tensor& latent_out, bool pdl);
 
 // Op B (contract §2). latent [T, D] bf16; cos_sin_cache [max_pos, 64] fp32/bf16; kv_cache:
 // uint8 [pages, B, 584] (fp8_ds_mla), bf16 [pages, B, D] or float8_e4m3fn [pages, B, D]
@@ -31,7 +33,7 @@ void fused_save_compress_norm(const at::Tensor& kv_score, const at::Tensor& posi
 void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
                        const at::Tensor& cos_sin_cache, const at::Tensor& kv_cache,
                        const at::Tensor& slot_mapping, int64_t compress_ratio,
-                       const std::optional<at::Tensor>& fp8_scale);
+                       const std::optional<at::Tensor>& fp8_scale, bool pdl);
 
 // Fused op (contract §3): Op A's arguments, then Op B's record arguments; latent_out optional.
 // slot_mapping addresses the ring (state_cache), kv_slot_mapping the compressed cache.
@@ -44,6 +46,6 @@ void fused_compress_insert(const at::Tensor& kv_score, const at::Tensor& positio
                            int64_t compress_ratio, const at::Tensor& cos_sin_cache,
                            const at::Tensor& kv_cache, const at::Tensor& kv_slot_mapping,
                            const std::optional<at::Tensor>& latent_out,
-                           const std::optional<at::Tensor>& fp8_scale);
+                           const std::optional<at::Tensor>& fp8_scale, bool pdl);
 
 }  // namespace kvc_torch

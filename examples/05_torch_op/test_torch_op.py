@@ -160,11 +160,11 @@ def ring_view(storage, C):
     return storage[:, : C * 2 * D].unflatten(1, (C, 2 * D))
 
 
-def run_compress(b):
+def run_compress(b, pdl=True):
     kvt.fused_save_compress_norm(
         b.kv_score, b.positions.to(DEV), b.state_cache, b.slots.to(DEV),
         b.qsl.to(DEV) if b.ratio > 1 else None, b.req.to(DEV) if b.ratio > 1 else None,
-        b.weight, b.eps, b.ratio, b.latent_out)
+        b.weight, b.eps, b.ratio, b.latent_out, pdl=pdl)
     torch.cuda.synchronize()
 
 
@@ -265,7 +265,7 @@ def test_compress_padded_strides(eps):
     b = make_batch(gen, 2, REQUESTS, kv_row_pad=64, ring_page_pad=16, latent_row_pad=64, eps=eps)
     assert b.kv_score.stride(0) == 2 * D + 64 and b.state_cache.stride(0) == 8 * 2 * D + 16
     want, ring_after = ref_compress(b)
-    run_compress(b)
+    run_compress(b, pdl=False)  # the PDL launch (the default) is covered by the other tests
     check_compress(b, want, ring_after)
     # Padding columns of the latent storage keep their poison.
     assert (b.latent_storage.cpu()[:, D:].view(torch.int16) == LATENT_POISON).all()
@@ -465,7 +465,7 @@ def test_insert_matches_reference(kind, ratio, cs_dtype):
     before = cache.bytes()
     expected, tolerant, checks = ref_insert(cache, latent, positions, slots, cos_sin, ratio, before)
     kvt.rope_quant_insert(latent, positions.to(DEV), cos_sin, cache.tensor, slots.to(DEV), ratio,
-                          fp8_scale=cache.scale)
+                          fp8_scale=cache.scale, pdl=cs_dtype == torch.float32)  # both launches
     torch.cuda.synchronize()
     assert check_insert(cache, expected, tolerant, checks) > 0
 
@@ -501,8 +501,9 @@ def test_two_ops_and_fused(kind, ratio):
     latent_two = b.latent_out.clone()
     ring_two = None if b.ring_storage is None else b.ring_storage.clone()
 
-    # Fused, from the same starting state, with and without the latent.
-    for with_latent in (True, False):
+    # Fused, from the same starting state, with and without the latent, launched with and
+    # without PDL (the default is on): the same bytes.
+    for with_latent, pdl in ((True, True), (True, False), (False, True)):
         ring_storage = None if ring0 is None else ring0.clone()
         state_cache = None if ring_storage is None else ring_view(ring_storage, b.capacity)
         fused_cache = cache_fused.clone()
@@ -512,7 +513,7 @@ def test_two_ops_and_fused(kind, ratio):
             b.kv_score, b.positions.to(DEV), state_cache, b.slots.to(DEV),
             b.qsl.to(DEV) if ratio > 1 else None, b.req.to(DEV) if ratio > 1 else None,
             b.weight, b.eps, ratio, cos_sin, fused_cache.tensor, kv_slots.to(DEV),
-            latent_out=latent if with_latent else None, fp8_scale=cache.scale)
+            latent_out=latent if with_latent else None, fp8_scale=cache.scale, pdl=pdl)
         torch.cuda.synchronize()
         assert torch.equal(fused_cache.bytes(), cache.bytes()), "fused cache != Op A + Op B"
         if with_latent:
