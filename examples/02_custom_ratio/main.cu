@@ -3,7 +3,7 @@
 // kvc::compress / kvc::insert dispatch at run time over closed lists (ratios 1..128 in
 // powers of two, head dims 128/256/512) and answer kNotSupported for anything else. The
 // kernels themselves are templates, so user code can instantiate any (ratio, head dim)
-// whose head dim is a multiple of 32: here ratio 3, head dim 384, fp32 input, records as
+// whose head dim is a multiple of 64: here ratio 3, head dim 384, fp32 input, records as
 // plain bf16 rows of 384 values (320 NoPE + 64 rotated RoPE).
 //
 // One batch of two requests and a padding token runs Op A then Op B; every latent and
