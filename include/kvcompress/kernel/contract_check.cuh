@@ -69,8 +69,7 @@ namespace kvc {
 namespace detail {
 
 /// Set by the first thread that finds a broken rule in this process (function-local static:
-/// one per translation unit under nvcc's whole-program mode, no symbol clash between TUs),
-/// so only that thread prints; every finder traps.
+/// one per translation unit under nvcc's whole-program mode, no symbol clash between TUs).
 __device__ __forceinline__ unsigned int* contract_violation_flag() {
   static unsigned int flag = 0;
   return &flag;
@@ -80,14 +79,19 @@ __device__ __forceinline__ bool contract_first_violation() {
   return atomicAdd(contract_violation_flag(), 1u) == 0u;
 }
 
-// One line naming the check and the values, then a trap. A macro for the literal format.
+// One line naming the check and the values, then a trap, by the first finder only; a later
+// finder leaves its kernel (the first one's trap ends the grid). Later finders must not trap:
+// a lane of the printing thread's warp that traps first can end the warp before the printf.
+// A macro for the literal format; used in the __global__ bodies only (it returns).
 #define KVC_CONTRACT_FAIL(check, format, ...)                                                  \
   do {                                                                                         \
-    if (::kvc::detail::contract_first_violation())                                             \
+    if (::kvc::detail::contract_first_violation()) {                                           \
       printf("kvcompress KVC_DEBUG: caller contract broken [" check "]: " format                \
              " (docs/contract.md \xC2\xA7" "0)\n",                                             \
              __VA_ARGS__);                                                                     \
-    __trap();                                                                                  \
+      __trap();                                                                                \
+    }                                                                                          \
+    return;                                                                                    \
   } while (0)
 
 constexpr int kContractThreads = 256;
