@@ -4,7 +4,7 @@
 #   cmake -DMODE=find_package|add_subdirectory|fetchcontent
 #         -DKVC_SOURCE_DIR=<repo> -DKVC_PREFIX=<install prefix> -DWORK_DIR=<scratch>
 #         -DMAIN_SOURCE=<consumer main.cpp> -DGENERATOR=<gen> -DCXX_COMPILER=<c++>
-#         [-DCUDAToolkit_ROOT=<dir>] [-DCCCL_DIR=<dir>] -P KvcConsumerCheck.cmake
+#         [-DCUDAToolkit_ROOT=<dir>] -P KvcConsumerCheck.cmake
 #
 # The consumer is CXX-only: including the .hpp headers must not need nvcc or the CUDA
 # language, and an embedded kvcompress must not add its tests or enable CUDA.
@@ -15,7 +15,7 @@
 #
 #   cmake -DMODE=project -DPROJECT_SOURCE=<dir> -DCUDA_COMPILER=<nvcc>
 #         [-DCUDA_ARCHITECTURES=<a,b,...>] -DKVC_PREFIX=... -DWORK_DIR=... -DGENERATOR=...
-#         -DCXX_COMPILER=... [-DCUDAToolkit_ROOT=<dir>] [-DCCCL_DIR=<dir>] -P KvcConsumerCheck.cmake
+#         -DCXX_COMPILER=... [-DCUDAToolkit_ROOT=<dir>] -P KvcConsumerCheck.cmake
 
 if(MODE STREQUAL "project")
   set(required MODE KVC_PREFIX WORK_DIR PROJECT_SOURCE GENERATOR CXX_COMPILER CUDA_COMPILER)
@@ -37,7 +37,7 @@ if(MODE STREQUAL "project")
     string(REPLACE "," ";" archs "${CUDA_ARCHITECTURES}")
     list(APPEND configure_args "-DCMAKE_CUDA_ARCHITECTURES=${archs}")
   endif()
-  foreach(var CUDAToolkit_ROOT CCCL_DIR)
+  foreach(var CUDAToolkit_ROOT)
     if(DEFINED ${var} AND NOT "${${var}}" STREQUAL "")
       list(APPEND configure_args "-D${var}=${${var}}")
     endif()
@@ -110,7 +110,7 @@ set(configure_args -S "${WORK_DIR}/src" -B "${WORK_DIR}/build" -G "${GENERATOR}"
 if(MODE STREQUAL "find_package")
   list(APPEND configure_args "-DCMAKE_PREFIX_PATH=${KVC_PREFIX}")
 endif()
-foreach(var CUDAToolkit_ROOT CCCL_DIR)
+foreach(var CUDAToolkit_ROOT)
   if(DEFINED ${var} AND NOT "${${var}}" STREQUAL "")
     list(APPEND configure_args "-D${var}=${${var}}")
   endif()

@@ -1,7 +1,7 @@
 # Helpers shared by tests/, examples/ and bench/.
 
 # -Wall -Wextra -Werror for code built by the host compiler (headers reached through
-# imported targets, e.g. doctest and CCCL, are SYSTEM and stay quiet).
+# imported targets, e.g. doctest and the CUDA toolkit, are SYSTEM and stay quiet).
 function(kvc_host_warnings target)
   target_compile_options(${target} PRIVATE
     $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:MSVC>>:/W4 /WX>

@@ -10,7 +10,9 @@ bandwidth against tokens, one line per op/layout/ratio.
 import argparse
 import datetime
 import json
+import os
 import subprocess
+import sys
 from collections import defaultdict
 
 # Issue targets (H200, issue 11's that kvc_bench measures; the peer ratios are in
@@ -47,6 +49,9 @@ def main():
     ap.add_argument("--results", default="bench/RESULTS.md")
     ap.add_argument("--plot", default="bench/bench.png")
     args = ap.parse_args()
+    if not os.path.isfile(args.json):
+        sys.exit(f"bench_report: {args.json} does not exist; kvc_bench writes it on a machine with a "
+                 "GPU (cmake --workflow --preset bench), and without one nothing was measured")
     data = json.load(open(args.json))
     rows = data["rows"]
     commit = args.commit

@@ -1,4 +1,7 @@
 // kvcompress — Array<T, N>: a thread's register fragment.
+//
+// Not cuda::std::array: core/ must compile with a plain host compiler where the CUDA toolkit
+// (and CCCL) may be absent, and this needs only an aggregate with an int index and fill().
 #pragma once
 
 #include "../config.hpp"

@@ -1,4 +1,10 @@
 // kvcompress — bit casts and small integer math (host and device).
+//
+// Hand-written rather than <cuda/std/bit> / cuda::ceil_div on purpose: core/ is included by
+// host-only code that must build with a plain C++17 compiler where the CUDA toolkit (and so
+// CCCL) may be absent (KVC_ENABLE_CUDA=OFF, host-only consumers), and the library then
+// needs no CCCL dependency at all. The functions are a few lines each and tested on the
+// host (tests/host/test_math.cpp).
 #pragma once
 
 #include <cstdint>
