@@ -7,11 +7,9 @@
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define KVC_HOST_DEVICE __host__ __device__ __forceinline__
 #define KVC_DEVICE __device__ __forceinline__
-#define KVC_HOST __host__ inline
 #else
 #define KVC_HOST_DEVICE inline
 #define KVC_DEVICE inline
-#define KVC_HOST inline
 #endif
 
 // True while compiling device code (the nvcc device pass).
