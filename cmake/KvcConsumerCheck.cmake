@@ -68,7 +68,7 @@ if(MODE STREQUAL "project")
 endif()
 
 if(MODE STREQUAL "find_package")
-  set(use_kvc "find_package(kvcompress 0.1 CONFIG REQUIRED)
+  set(use_kvc "find_package(kvcompress 0.2 CONFIG REQUIRED)
 string(FIND \"\${kvcompress_DIR}\" \"${KVC_PREFIX}\" at)
 if(NOT at EQUAL 0)
   message(FATAL_ERROR \"kvcompress found outside the install prefix: \${kvcompress_DIR}\")

@@ -32,8 +32,17 @@
 #define KVC_PRAGMA_UNROLL
 #endif
 
+// Library version, usable in #if (e.g. `#if KVC_VERSION >= 200`). The one source of truth:
+// the top-level CMakeLists.txt reads these three lines for project(VERSION), so keep them
+// in this form. CHANGELOG.md says what changed.
+#define KVC_VERSION_MAJOR 0
+#define KVC_VERSION_MINOR 2
+#define KVC_VERSION_PATCH 0
+#define KVC_VERSION (KVC_VERSION_MAJOR * 10000 + KVC_VERSION_MINOR * 100 + KVC_VERSION_PATCH)
+
 namespace kvc {
-inline constexpr int kVersionMajor = 0;
-inline constexpr int kVersionMinor = 1;
-inline constexpr int kVersionPatch = 0;
+inline constexpr int kVersionMajor = KVC_VERSION_MAJOR;
+inline constexpr int kVersionMinor = KVC_VERSION_MINOR;
+inline constexpr int kVersionPatch = KVC_VERSION_PATCH;
+inline constexpr int kVersion = KVC_VERSION;
 }  // namespace kvc
