@@ -12,7 +12,9 @@
 // The trap ends the kernel: the next synchronising CUDA call returns an error
 // (cudaErrorLaunchFailure) and the context is unusable, as after a device-side assert.
 //
-// Enable it for the whole translation unit that includes kvcompress, before the include:
+// Enable it on the whole target, not in one source file: the launch templates differ with
+// and without it, so two translation units of one program that disagree are an ODR
+// violation (the linker may keep either version).
 //
 //   nvcc -DKVC_DEBUG ...                                    or, in CMake,
 //   target_compile_definitions(my_app PRIVATE KVC_DEBUG)
