@@ -52,7 +52,8 @@
 // pass over the tokens, and pair checks: per request (more exactly, per run of tokens with
 // ring slots inside a request) one pass over the call's tokens, and per record-writing token
 // one pass over the tokens after it, i.e. about T^2 / (2R) index comparisons (T = 32768 at
-// R = 2: about 2.7e8, a few milliseconds). The checks are launched without PDL, so an op
+// R = 2: about 2.7e8; measured on an H200: 0.4 ms for Op A's checks and 0.3 ms for the
+// records' at T = 32768, next to 0.07 ms for Op A itself). The checks are launched without PDL, so an op
 // launched with LaunchOptions::pdl no longer overlaps the kernel before it. Debugging only.
 #pragma once
 
