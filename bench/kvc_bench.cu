@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress benchmark: Op A, Op B (each layout) and the fused op against the memory
 // bandwidth limit, on decode, prefill and mixed shapes.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress host-cost benchmark: the host work kvc::compress, kvc::insert and kvc::fused
 // do before their kernel launch, timed on the CPU (no GPU, no CUDA runtime: plain C++).
 //

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -P script: configures and builds a tiny consumer project that uses
 # kvcompress::kvcompress through find_package, add_subdirectory or FetchContent.
 #

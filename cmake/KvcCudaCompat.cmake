@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # CMake < 3.26 does not know nvcc's C++20 flag (CUDA_STANDARD 20 fails at generate time
 # with "requires the language dialect CUDA20"). nvcc >= 12.0 accepts -std=c++20.
 # Include after enable_language(CUDA).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # kvc_instance_lists(<target> [PRIVATE|PUBLIC|INTERFACE]
 #                    [RATIOS <r>...] [HEAD_DIMS <d>...]
 #                    [DTYPES kFloat32|kBFloat16...] [LAYOUTS kFp8DsMla|kBf16Rows|kFp8Rows...])

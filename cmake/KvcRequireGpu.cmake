@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # KVC_REQUIRE_GPU=ON (the `bench` configure preset): stop at configure time, with one line,
 # when this machine has no usable NVIDIA GPU, instead of compiling kvc_bench for minutes to
 # have it skip. A GPU counts as usable when `nvidia-smi -L` lists one or, without

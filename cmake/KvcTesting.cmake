@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers shared by tests/, examples/ and bench/.
 
 # -Wall -Wextra -Werror for code built by the host compiler (headers reached through

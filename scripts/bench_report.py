@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Turn kvc_bench's JSON into bench/RESULTS.md (date, GPU, commit, table, targets) and a plot.
 
     python3 scripts/bench_report.py BENCH_JSON [--commit SHA] [--date YYYY-MM-DD]

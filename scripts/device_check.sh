@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPU check of a build: device tests, the examples, the benchmark (when present), the torch
 # op (KVC_TORCH_CHECK=1: cold JIT build, timed, and its pytest; KVC_TORCH_TEST=0 skips the
 # pytest), the peer comparison (KVC_PEER_CHECK=1: .peer/peer_bench.py, a copy of

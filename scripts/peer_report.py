@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Turn peer_bench.py's JSON (--json) into the markdown section of bench/RESULTS.md that
 compares kvcompress with vLLM's Triton kernels, with the issue's targets checked.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Nsight Compute profiles of single kernels of the benchmark, for bench/NOTES.md analysis:
 # speed of light, occupancy, warp stall reasons, memory traffic, and the SASS lines with the
 # most stall samples. Needs ncu with hardware counters (the lent H200's Firecracker runtime).

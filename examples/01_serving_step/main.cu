@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 01_serving_step — one request's life in a DeepSeek V4.1-style compressed KV cache.
 //
 // Ratio 2, head dim 512, fp32 kv_score, fp8_ds_mla cache records, on raw cudaMalloc buffers:

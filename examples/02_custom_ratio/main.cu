@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 02_custom_ratio — a compress ratio and head dim outside the compiled lists.
 //
 // kvc::compress / kvc::insert dispatch at run time over closed lists (ratios 1..128 in

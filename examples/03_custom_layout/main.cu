@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 03_custom_layout — a cache layout written in user code.
 //
 // A layout is one struct with the members described in <kvcompress/layout/cache.hpp>: the

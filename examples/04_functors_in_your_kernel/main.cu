@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 04_functors_in_your_kernel — kvcompress's math in a kernel of your own.
 //
 // The functors compute on the values a thread holds and leave cross-thread reductions to

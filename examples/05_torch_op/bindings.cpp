@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 05_torch_op — Python bindings of the three ops (compiled by the host compiler; the ops
 // themselves are in compress_op.cu, insert_op.cu and fused_op.cu).
 #include <torch/extension.h>

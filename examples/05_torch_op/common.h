@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 05_torch_op — tensor checks and the translation of tensors into kvcompress params.
 //
 // Included by the three .cu files (one op each, so that ninja compiles their kernel

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 05_torch_op — fused_save_compress_norm (Op A, contract §1): validated by
 // kvc::compress_can_implement, then dispatched at run time over the compiled ratios and
 // {fp32, bf16} to kvc::launch_compress<R, 512, In> (16 kernels; head dim 512 only).

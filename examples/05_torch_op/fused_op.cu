@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 05_torch_op — fused_compress_insert (contract §3): Op A and Op B in one launch, the record
 // written from registers, the latent optional. Validated by kvc::fused_can_implement, then
 // dispatched at run time over ratios x {fp32, bf16} x cache layouts to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 05_torch_op — rope_quant_insert (Op B, contract §2): validated by kvc::insert_can_implement,
 // then dispatched at run time over the compiled ratios and the three cache layouts to
 // kvc::launch_insert<R, 512, Layout> (24 kernels; head dim 512 only).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvcompress as PyTorch ops, built just in time (examples/05_torch_op).
 
     import kvcompress_torch as kvt          # with examples/05_torch_op on sys.path

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 05_torch_op — the three PyTorch ops (declarations shared by bindings.cpp and the .cu files).
 //
 // Argument orders, dtypes and shapes follow vLLM's DeepSeek V4.1 compressor

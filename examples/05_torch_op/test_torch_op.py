@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """pytest for examples/05_torch_op: the three ops against a pure-PyTorch float64 reference.
 
 Skipped without torch or without a CUDA device. The first test builds the extension

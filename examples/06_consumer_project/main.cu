@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A consumer of the installed kvcompress package: one .cu that includes the umbrella
 // header, uses a functor in its own kernel and sizes a ring with kvc::ring_capacity.
 #include <kvcompress/kvcompress.cuh>

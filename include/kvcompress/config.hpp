@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — configuration macros shared by every header.
 #pragma once
 
@@ -40,9 +41,23 @@
 #define KVC_VERSION_PATCH 0
 #define KVC_VERSION (KVC_VERSION_MAJOR * 10000 + KVC_VERSION_MINOR * 100 + KVC_VERSION_PATCH)
 
-namespace kvc {
+// Every symbol of the library lives in an inline namespace named after the version
+// (kvc::v0_2_0::...; user code still writes kvc::X). Two shared objects that embed different
+// kvcompress versions then never interpose each other's inline functions or kernels.
+// Headers open and close it with KVC_NAMESPACE_BEGIN / KVC_NAMESPACE_END.
+#define KVC_ABI_NAME_(major, minor, patch) v##major##_##minor##_##patch
+#define KVC_ABI_NAME(major, minor, patch) KVC_ABI_NAME_(major, minor, patch)
+#define KVC_ABI_NAMESPACE KVC_ABI_NAME(KVC_VERSION_MAJOR, KVC_VERSION_MINOR, KVC_VERSION_PATCH)
+#define KVC_NAMESPACE_BEGIN \
+  namespace kvc {           \
+  inline namespace KVC_ABI_NAMESPACE {
+#define KVC_NAMESPACE_END \
+  }                       \
+  }
+
+KVC_NAMESPACE_BEGIN
 inline constexpr int kVersionMajor = KVC_VERSION_MAJOR;
 inline constexpr int kVersionMinor = KVC_VERSION_MINOR;
 inline constexpr int kVersionPatch = KVC_VERSION_PATCH;
 inline constexpr int kVersion = KVC_VERSION;
-}  // namespace kvc
+KVC_NAMESPACE_END

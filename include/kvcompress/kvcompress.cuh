@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — umbrella header: every public header of the library.
 #pragma once
 

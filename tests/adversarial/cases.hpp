@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adversarial tier: the case table. Host-only (no CUDA call): the parent process lists and
 // names the cases before it starts any child.
 //

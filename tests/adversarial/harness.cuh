@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adversarial tier: guarded device buffers, the run of one case, and the byte accounting.
 //
 // Every buffer an op gets (outputs and inputs) is its own cudaMalloc of

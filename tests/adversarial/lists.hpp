@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adversarial tier: the runtime API's compiled lists for this program (launch/dispatch.hpp),
 // the configuration vLLM compiles plus ratio 4: what the cases call, not all 216 kernels.
 // Every translation unit of kvc_adversarial_tests includes this first (the lists must be

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvc_adversarial_tests — issue 13, "nothing written outside what the caller owns".
 //
 // Every case (cases.hpp) runs in a fresh child process (this program re-executed with

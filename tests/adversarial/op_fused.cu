@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adversarial tier: kvc::fused, the runtime entry point under test (ops.hpp).
 #include "adversarial/lists.hpp"  // first: the compiled lists
 

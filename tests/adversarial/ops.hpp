@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adversarial tier: the three runtime entry points, each compiled in a translation unit of
 // its own (op_*.cu) so the instances build in parallel.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adversarial tier (issue 13): the batch every case starts from, its ownership map, and the
 // skip counts the kernels' contract (contract §4.3, core/error_counters.hpp) predicts.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress tests — counts every heap allocation of the program (replaces the global
 // operator new/delete). Include it in exactly one translation unit of a program; read the
 // count with kvc_test::allocations(). Used by the host validation tests and kvc_host_cost:

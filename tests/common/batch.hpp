@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress tests — random Op A batches (contract §1) shared by the host and device tiers.
 //
 // A Batch is plain host data in the reference's conventions: fp32 kv_score rows, int64

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compile tier: every Op A kernel instance of the closed dispatch lists (ratio x head dim x
 // dtype), for every architecture in KVC_COMPILE_TIER_ARCHITECTURES. Never run.
 #include <kvcompress/launch/compress.cuh>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compile tier: the KVC_DEBUG build (kernel/contract_check.cuh hooked in before every op)
 // for one configuration, ratio 2, head dim 512, fp32 input, fp8_ds_mla records: Op A, Op B
 // and the fused op through the instance templates. Never run. KVC_DEBUG is defined here,

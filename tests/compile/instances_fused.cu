@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compile tier: every fused kernel instance (ratio x head dim x dtype x layout). Never run.
 #include <kvcompress/launch/insert.cuh>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvc_debug_contract_tests: the KVC_DEBUG contract checks (kernel/contract_check.cuh) trap.
 //
 // Compiled with KVC_DEBUG. A trap leaves the CUDA context unusable, so every case runs in a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device tier: an Op A batch (tests/common/batch.hpp) on the device, and the checks of its
 // outputs against the float64 reference.
 #pragma once

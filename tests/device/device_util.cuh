@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device-tier helpers: checked CUDA calls, device buffers with poisoning, comparisons.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device tier: random Op B problems and the byte-for-byte comparison of a cache image
 // against the float64 reference.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // doctest main of the device tier. Without a usable CUDA device it says so loudly and
 // exits 77, which ctest (SKIP_RETURN_CODE 77) reports as Skipped instead of Passed.
 #define DOCTEST_CONFIG_IMPLEMENT

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device tier: tokens the ops skip (issue 13) and rows with non-finite inputs, against the
 // float64 reference, with the ErrorCounters the kernels return equal to the reference's counts.
 //

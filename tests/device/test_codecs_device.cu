@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device tier: the hardware conversions of arch/convert.cuh equal the core/ codecs bit for
 // bit (the host tier checks the core codecs against the independent reference).
 #include <kvcompress/arch/convert.cuh>

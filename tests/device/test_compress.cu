@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device tier: Op A (save–compress–norm) against the float64 reference.
 #include <algorithm>
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device tier: the fused op writes exactly what Op A then Op B write, bit for bit.
 #include <numeric>
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device tier: Op B (rope–quantize–insert) against the float64 reference, every layout.
 #include <string>
 

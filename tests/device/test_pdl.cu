@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device tier: programmatic dependent launch (LaunchOptions::pdl) is race-free.
 //
 // A kernel launched with PDL may start while the previous kernel still runs, so it must not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host tier: the library's scalar codecs (core/codecs.hpp) against the independent float64
 // reference (tests/reference/reference.hpp). Every comparison is exact (or NaN-ness for NaN
 // codes, where the library returns its canonical NaN); the first mismatch is reported in hex.

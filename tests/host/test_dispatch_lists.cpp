@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host tier: the compiled lists of launch/dispatch.hpp (KVC_RATIOS, KVC_HEAD_DIMS,
 // KVC_DTYPES, KVC_LAYOUTS).
 //

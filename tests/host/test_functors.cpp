@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host tier: the per-thread functors GatedPool and RmsNorm (functor/*.hpp) on fragments,
 // against float64 formulas written out in this file (contract §1.3, §1.4).
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host tier: a host executor of contract §1 (Op A) built from the library's own pieces —
 // GatedPool with one "thread" owning the whole row, RmsNorm, RingLayout, float_to_bf16 —
 // run on random batches and compared with the float64 reference. This cross-checks the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host tier: small integer and float math of core/bit.hpp (ceil_log2, exp2i, bit_ceil,
 // shift_right_rne, ...) against the reference or against plain arithmetic in the test.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host tier: the record-side functors of Op B (contract §2) — Ue8m0TileQuantizer,
 // PerTensorE4m3Quantizer, Rotary — and the cache layouts' byte maps (layout/cache.hpp),
 // against the independent float64 reference (tests/reference/reference.hpp) and against

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the float64 host reference (tests/reference/reference.hpp) against
 // hand-computed cases. The expected numbers below are worked out in comments.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host tier: RingLayout address functions and the ring capacity rule (layout/ring.hpp, contract §1).
 #include <doctest/doctest.h>
 

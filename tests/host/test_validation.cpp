@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host tier: Op A validation, kvc::compress_can_implement (launch/compress.hpp, contract §4);
 // the message helpers of launch/validate.hpp; the validate-once dispatch of the public calls
 // (detail::validate_dispatch_*) and Op B / fused messages (launch/insert.hpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host tier: Op A's small-ratio decisions (kernel/window_rules.hpp), made from requests alone,
 // against their definitions from the chunk bounds, on random batches: odd chunk starts,
 // empty and one-token chunks, chunks longer than the ring, trailing padding, padding slots.

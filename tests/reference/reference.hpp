@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — independent float64 host reference (docs/contract.md §1 and §2).
 //
 // This header is the test oracle for the library. It deliberately includes

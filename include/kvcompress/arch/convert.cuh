@@ -1,7 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — hardware number conversions, with the core/ codecs as the reference.
 //
 // Device tests check these against core/codecs.hpp bit for bit (NaN included).
 #pragma once
+
+#include "../config.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -11,7 +14,7 @@
 #include "../core/array.hpp"
 #include "../core/codecs.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace arch {
 
 /// Two floats -> two bf16 (round to nearest even), packed low = a, high = b.
@@ -54,9 +57,9 @@ KVC_DEVICE Array<uint16_t, N> to_bf16(const Array<float, N>& x) {
 }
 
 }  // namespace arch
-}  // namespace kvc
+KVC_NAMESPACE_END
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace arch {
 
 /// Hardware e4m3 converter with the contract of kvc::SoftwareE4m3 (RNE, satfinite, NaN ->
@@ -68,4 +71,4 @@ struct HardwareE4m3 {
 };
 
 }  // namespace arch
-}  // namespace kvc
+KVC_NAMESPACE_END

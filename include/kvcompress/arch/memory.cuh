@@ -1,11 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — vector loads and stores (the only place that reinterprets global memory).
 #pragma once
+
+#include "../config.hpp"
 
 #include <cstdint>
 
 #include "../core/array.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace arch {
 
 template <int Bytes>
@@ -76,4 +79,4 @@ KVC_DEVICE void async_copy_wait_all() {
 }
 
 }  // namespace arch
-}  // namespace kvc
+KVC_NAMESPACE_END

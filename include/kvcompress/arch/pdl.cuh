@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — programmatic dependent launch (PDL), the device side.
 //
 // A kernel launched with the programmatic-stream-serialization attribute (kvc::LaunchOptions
@@ -9,7 +10,7 @@
 
 #include "../config.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace arch {
 
 /// Blocks until every prerequisite grid has completed and its memory is visible
@@ -30,4 +31,4 @@ KVC_DEVICE void allow_dependent_grids() {
 }
 
 }  // namespace arch
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — all-reductions over lane groups of a warp or over a whole block.
 #pragma once
 
@@ -5,7 +6,7 @@
 
 #include "../config.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace arch {
 
 // Hand-written because every lane needs the result with identical bits (an xor butterfly
@@ -107,4 +108,4 @@ KVC_DEVICE bool row_any(bool v) {
 }
 
 }  // namespace arch
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Array<T, N>: a thread's register fragment.
 //
 // Not cuda::std::array: core/ must compile with a plain host compiler where the CUDA toolkit
@@ -6,7 +7,7 @@
 
 #include "../config.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// A fixed-size array that lives in registers when indexed with compile-time constants
 /// (unrolled loops). It is an aggregate, so `Array<float, 4> a{};` zero-fills it.
@@ -32,4 +33,4 @@ struct Array {
   }
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — bit casts and small integer math (host and device).
 //
 // Hand-written rather than <cuda/std/bit> / cuda::ceil_div on purpose: core/ is included by
@@ -12,7 +13,7 @@
 
 #include "../config.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Bits of a float as an unsigned integer (and back), on host and device.
 KVC_HOST_DEVICE uint32_t float_bits(float x) {
@@ -96,4 +97,4 @@ KVC_HOST_DEVICE constexpr uint32_t shift_right_rne(uint32_t m, int s) {
   return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — scalar codecs: bf16, fp8 e4m3 (OCP "fn" variant), UE8M0 scale codes.
 //
 // Plain integer code that compiles on the host and on the device. On the device the
@@ -5,11 +6,13 @@
 // against these functions bit for bit.
 #pragma once
 
+#include "../config.hpp"
+
 #include <cstdint>
 
 #include "bit.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 // ---------------------------------------------------------------------------------------
 // bf16: the upper 16 bits of an IEEE float.
@@ -96,4 +99,4 @@ KVC_HOST_DEVICE float ue8m0_to_float(uint8_t code) {
   return code == 0 ? exp2i(-127) : bits_float(uint32_t{code} << 23);
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,9 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — ErrorCounters: what a launch skipped, counted on the device (contract §4.3).
 #pragma once
 
 #include "../config.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Optional device-side counts of the inputs a launch skipped. Give a zeroed ErrorCounters
 /// in device memory as `errors` of CompressParams (Op A, the fused op) or InsertParams
@@ -39,4 +40,4 @@ __device__ __forceinline__ void count_error(ErrorCounters* errors, unsigned int 
 #endif
 }  // namespace detail
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,10 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Status: what every host API call returns.
 #pragma once
+
+#include "../config.hpp"
 
 #include <string>
 #include <utility>
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 enum class StatusCode {
   kSuccess = 0,
@@ -47,4 +50,4 @@ class Status {
   int cuda_error_ = 0;
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — runtime descriptions of element and index types used by the host API.
 #pragma once
 
@@ -5,7 +6,7 @@
 
 #include "../config.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Element type of a floating-point tensor, chosen at run time and dispatched to templates.
 enum class DType { kFloat32, kBFloat16 };
@@ -30,4 +31,4 @@ struct IndexPtr {
   }
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

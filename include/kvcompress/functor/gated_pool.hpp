@@ -1,11 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — GatedPool: per-channel softmax-gated pooling of a group of rows (contract §1.3).
 #pragma once
+
+#include "../config.hpp"
 
 #include <cmath>
 
 #include "../core/array.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Partial result of gated pooling over some members of a group, per channel:
 /// `max` of the scores seen, `sum` of exp(score - max), `acc` of kv * exp(score - max).
@@ -137,4 +140,4 @@ struct GatedPool<1> {
   }
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,6 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — quantizers to fp8 e4m3: power-of-two (UE8M0) tile scales, and one fp32
 // scale per tensor (contract §2.3).
 #pragma once
+
+#include "../config.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -9,7 +12,7 @@
 #include "../core/bit.hpp"
 #include "../core/codecs.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// float -> e4m3 (RNE, satfinite) through the core codec; kernels pass a hardware
 /// converter with the same contract (arch::HardwareE4m3).
@@ -79,4 +82,4 @@ struct PerTensorE4m3Quantizer {
   }
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

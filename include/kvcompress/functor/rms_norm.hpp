@@ -1,5 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — RmsNorm: RMS normalisation with a bf16 weight (contract §1.4).
 #pragma once
+
+#include "../config.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -7,7 +10,7 @@
 #include "../core/array.hpp"
 #include "../core/codecs.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// out[d] = x[d] * rsqrt(sum_d x[d]^2 / HeadDim + eps) * float(weight[d]), in fp32.
 ///
@@ -52,4 +55,4 @@ struct RmsNorm {
   }
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,11 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Rotary: rotary position embedding on the last RopeDim dims of a row (contract §2.2).
 #pragma once
+
+#include "../config.hpp"
 
 #include <cmath>
 
 #include "../core/array.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// How the rope dims pair up. GPT-J (DeepSeek's default): interleaved pairs (2i, 2i+1).
 /// NeoX: halves (i, i + RopeDim/2). Pair i always uses cos[i] and sin[i].
@@ -62,4 +65,4 @@ struct Rotary {
   }
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

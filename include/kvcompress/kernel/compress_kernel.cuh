@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — the Op A kernel: save, compress, norm (contract §1).
 //
 // One __global__ template for every ratio; the work mapping is chosen at compile time:
@@ -10,12 +11,14 @@
 // are in compress_parts.cuh.
 #pragma once
 
+#include "../config.hpp"
+
 #include "../arch/pdl.cuh"
 #include "compress_parts.cuh"
 #include "compress_small_ratio.cuh"
 #include "compress_split_group.cuh"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Op A: one launch pools, normalises and stores the latent of every group closed in the
 /// batch and refreshes the ring (contract §1). The fused op is this kernel with an epilogue that
@@ -35,4 +38,4 @@ __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In, RowThreads>
     detail::compress_small_ratio<Ratio, HeadDim, In, RowThreads>(p, epilogue);
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

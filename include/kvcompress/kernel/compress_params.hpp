@@ -1,5 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — parameters of Op A, save–compress–norm (contract §1).
 #pragma once
+
+#include "../config.hpp"
 
 #include <cstdint>
 
@@ -8,7 +11,7 @@
 #include "../core/types.hpp"
 #include "../layout/ring.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Everything one launch of Op A reads and writes. A plain aggregate: fill the fields,
 /// call `kvc::compress(params, stream)` (launch/compress.cuh). Element strides, never bytes.
@@ -38,4 +41,4 @@ struct CompressParams {
   ErrorCounters* errors = nullptr;  // optional, device memory: counts of skipped tokens (core/error_counters.hpp)
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Op A's building blocks (contract §1): the compile-time shape of a kernel
 // instance, a warp's row loads, pooling, RMSNorm and deferred ring stores, the ring-ordering
 // rules, and the latent epilogue. The two work mappings that use them are
@@ -9,6 +10,8 @@
 // would overwrite one of the rows it reads is deferred: the head group's own warp (or block)
 // performs it after its reads. Every other store is free to go at once.
 #pragma once
+
+#include "../config.hpp"
 
 #include <cstdint>
 #include <type_traits>
@@ -25,7 +28,7 @@
 #include "compress_params.hpp"
 #include "row_fragment.cuh"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Small ratios: calls of at least this many R-token windows hold one row per warp (they
 /// fill the GPU with warps, and a row per block costs them the replicated index work and a
@@ -382,4 +385,4 @@ struct LatentEpilogue {
   }
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

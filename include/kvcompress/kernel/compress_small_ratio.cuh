@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Op A for small ratios (R < 16): the threads of one row (RowThreads: a warp,
 // or a whole 128-thread block for decode-sized calls) per window of R consecutive tokens.
 //
@@ -28,12 +29,14 @@
 // through qsl and the head group's slot — prefill edges, never a decode step.
 #pragma once
 
+#include "../config.hpp"
+
 #include <cstdint>
 
 #include "compress_parts.cuh"
 #include "window_rules.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace detail {
 
 /// What one lane loads in the first round trip (roles in the file comment); -1: no such token.
@@ -234,4 +237,4 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
 }
 
 }  // namespace detail
-}  // namespace kvc
+KVC_NAMESPACE_END

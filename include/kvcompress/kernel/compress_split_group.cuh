@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Op A for large ratios (R >= 16): a block pools each group.
 //
 // Work mapping. A block owns a window of consecutive tokens (2 per warp, so a decode batch
@@ -11,11 +12,13 @@
 // one warp. The pooled row stays in registers through RMSNorm to the epilogue.
 #pragma once
 
+#include "../config.hpp"
+
 #include <cstdint>
 
 #include "compress_parts.cuh"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace detail {
 
 template <int Ratio>
@@ -193,4 +196,4 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
 }
 
 }  // namespace detail
-}  // namespace kvc
+KVC_NAMESPACE_END

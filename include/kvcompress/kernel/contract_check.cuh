@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — KVC_DEBUG: the caller's data contract checked on the device before each op.
 //
 // For users chasing corrupted rings, latents or cache records. The kernels trust the data in
@@ -57,6 +58,8 @@
 // launched with LaunchOptions::pdl no longer overlaps the kernel before it. Debugging only.
 #pragma once
 
+#include "../config.hpp"
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -68,7 +71,7 @@
 #include "fused_kernel.cuh"
 #include "insert_params.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace detail {
 
 /// Set by the first thread that finds a broken rule in this process (function-local static:
@@ -370,4 +373,4 @@ inline cudaError_t launch_contract_check(const InsertParams& p, cudaStream_t str
 }
 
 }  // namespace detail
-}  // namespace kvc
+KVC_NAMESPACE_END

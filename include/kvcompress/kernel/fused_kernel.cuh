@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — the fused op: Op A and Op B in one pass (contract §3).
 //
 // The Op A kernel with an epilogue that, besides the optional latent store, rotates the
@@ -6,10 +7,12 @@
 // are identical.
 #pragma once
 
+#include "../config.hpp"
+
 #include "compress_kernel.cuh"
 #include "insert_kernel.cuh"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Epilogue of the fused kernel: latent (optional) and the cache record of `Layout`.
 template <class Layout>
@@ -51,4 +54,4 @@ struct RecordEpilogue {
 /// The fused kernel is compress_kernel<Ratio, HeadDim, In, RecordEpilogue<Layout>>: same
 /// grid and block shape as Op A (CompressConfig); kvc::fused() launches it.
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Op B kernel: rope, quantize, insert (contract §2).
 //
 // Work mapping. A row group of threads (the whole 128-thread block for decode-sized calls,
@@ -16,6 +17,8 @@
 // still fills the GPU, so a row group keeps several records in flight.
 #pragma once
 
+#include "../config.hpp"
+
 #include <cstdint>
 
 #include "../arch/memory.cuh"
@@ -26,7 +29,7 @@
 #include "insert_params.hpp"
 #include "row_fragment.cuh"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Op B calls of at least this many tokens hold a record per warp (enough records to fill
 /// the GPU with warps); smaller ones (decode steps) spread a record over kRowThreads threads.
@@ -199,4 +202,4 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
   }
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

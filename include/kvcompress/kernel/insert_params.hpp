@@ -1,5 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — parameters of Op B, rope–quantize–insert (contract §2), and of the fused op (§3).
 #pragma once
+
+#include "../config.hpp"
 
 #include <cstdint>
 
@@ -9,7 +12,7 @@
 #include "../layout/cache.hpp"
 #include "compress_params.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// How a latent row becomes a cache record: rotary table, cache slots, layout.
 struct RecordArgs {
@@ -46,4 +49,4 @@ struct FusedParams {
   RecordArgs record;
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,5 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — RowFragment: the threads' view of one row, the unit cache layouts store.
 #pragma once
+
+#include "../config.hpp"
 
 #include <cstdint>
 
@@ -11,7 +14,7 @@
 #include "../core/types.hpp"
 #include "../functor/rotary.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// The threads the kernels spread one row of `head_dim` channels over: the most of 128, 64
 /// and 32 that give every thread an even number of channels (128 at head dim 512: 4 each).
@@ -168,4 +171,4 @@ KVC_DEVICE void apply_rope(Row& row, RopeStyle style, const RopeAngles<Row>& ang
     apply_rope<RopeStyle::kNeoX, RopeDim>(row, angles);
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

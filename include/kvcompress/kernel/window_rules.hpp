@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — the per-token decisions of Op A's small-ratio path (compress_small_ratio.cuh)
 // as plain functions of the values its first round trip loads, so the host tier can check
 // them against the chunk-bound definitions they stand for (tests/host/test_window_rules.cpp).
@@ -11,7 +12,7 @@
 
 #include "../config.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace detail {
 
 /// What the first round trip gives the lane of token t (ratio R > 1, ring capacity C,
@@ -71,4 +72,4 @@ struct WindowRules {
 };
 
 }  // namespace detail
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,5 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Op A host API: validate, dispatch, launch.
 #pragma once
+
+#include "../config.hpp"
 
 #include <cuda_runtime.h>
 
@@ -15,7 +18,7 @@
 #include "../kernel/contract_check.cuh"
 #endif
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 namespace detail {
 
@@ -102,4 +105,4 @@ Status compress(const CompressParams& p, cudaStream_t stream, const LaunchOption
   });
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,5 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Op A host-side validation (host-compilable; the launch is in compress.cuh).
 #pragma once
+
+#include "../config.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +17,7 @@
 #include "dispatch.hpp"
 #include "validate.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Elements per vector access the Op A kernel uses for this head dim and dtype; strides and
 /// addresses must be multiples of it (CompressConfig::kVecElems).
@@ -143,4 +146,4 @@ inline Status compress_can_implement(const CompressParams& p) {
   return detail::validate_dispatch_compress(p, [](auto, auto, auto) { return Status::success(); });
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — the closed lists of compiled configurations, and the runtime -> template
 // dispatch over them. Tests and benchmarks iterate the same lists.
 //
@@ -25,6 +26,8 @@
 // violation). The launch_* instance templates are not restricted by the lists.
 #pragma once
 
+#include "../config.hpp"
+
 #include <cstddef>
 #include <iterator>
 #include <string>
@@ -49,7 +52,7 @@
 #define KVC_LAYOUTS kFp8DsMla, kBf16Rows, kFp8Rows
 #endif
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 template <int V>
 using Int = std::integral_constant<int, V>;
@@ -222,4 +225,4 @@ Status dispatch_layout(CacheLayout layout, F&& f) {
   return Status::not_supported("unknown cache layout");
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,5 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Op B and fused-op host API: validate, dispatch, launch.
 #pragma once
+
+#include "../config.hpp"
 
 #include <cuda_runtime.h>
 
@@ -10,7 +13,7 @@
 #include "compress.cuh"
 #include "insert.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 namespace detail {
 
@@ -111,4 +114,4 @@ Status fused(const FusedParams& p, cudaStream_t stream, const LaunchOptions& opt
       });
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,5 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — Op B and fused-op host-side validation (host-compilable).
 #pragma once
+
+#include "../config.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -13,7 +16,7 @@
 #include "dispatch.hpp"
 #include "validate.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 namespace detail {
 
@@ -164,4 +167,4 @@ inline Status fused_can_implement(const FusedParams& p) {
       p, [](auto, auto, auto, auto) { return Status::success(); });
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

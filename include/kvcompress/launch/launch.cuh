@@ -1,5 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — the one place kernels are launched: plain or with PDL (LaunchOptions).
 #pragma once
+
+#include "../config.hpp"
 
 #include <cuda_runtime.h>
 
@@ -9,7 +12,7 @@
 #include "../core/status.hpp"
 #include "options.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace detail {
 
 /// The Status of a launch from the launch call's own result. The runtime's last-error state
@@ -68,4 +71,4 @@ Status launch_kernel(const char* name, void (*kernel)(KernelArgs...), dim3 grid,
 }
 
 }  // namespace detail
-}  // namespace kvc
+KVC_NAMESPACE_END

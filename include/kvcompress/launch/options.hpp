@@ -1,7 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — launch options shared by every host entry point.
 #pragma once
 
-namespace kvc {
+#include "../config.hpp"
+
+KVC_NAMESPACE_BEGIN
 
 /// How a kvcompress kernel is launched (the last argument of kvc::compress, kvc::insert,
 /// kvc::fused and the launch_* templates).
@@ -16,4 +19,4 @@ struct LaunchOptions {
   bool pdl = false;
 };
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,9 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — small helpers for can_implement(): the first violated condition wins.
 //
 // A check costs a comparison when it holds: its message is given as pieces (strings,
 // numbers, Hex addresses) that are only formatted when the condition fails, so validating
 // valid arguments formats nothing and allocates nothing.
 #pragma once
+
+#include "../config.hpp"
 
 #include <cstdint>
 #include <cstdio>
@@ -22,7 +25,7 @@
 #define KVC_COLD_NOINLINE
 #endif
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 namespace detail {
 
 /// The largest byte extent a buffer may have: 2^48 bytes (256 TiB, far beyond any GPU's
@@ -160,4 +163,4 @@ class Validator {
 };
 
 }  // namespace detail
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — compressed KV cache layouts: byte maps as types (contract §2.3).
 //
 // A layout is one struct. The insert kernels give it a row fragment (the warp's view of
@@ -25,6 +26,8 @@
 // `convert2(a, b)` -> two e4m3 bytes, low = a (hardware on the device).
 #pragma once
 
+#include "../config.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -33,7 +36,7 @@
 #include "../core/status.hpp"
 #include "../functor/quantize.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Runtime description of the cache a layout writes into.
 struct CacheParams {
@@ -241,4 +244,4 @@ inline const char* cache_layout_name(CacheLayout l) {
   return "unknown";
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END

@@ -1,11 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvcompress — the per-request ring buffer ("state cache") of Op A.
 #pragma once
+
+#include "../config.hpp"
 
 #include <cstdint>
 
 #include "../core/bit.hpp"
 
-namespace kvc {
+KVC_NAMESPACE_BEGIN
 
 /// Where the ring keeps the open group's rows between calls (contract §1, `ring`).
 ///
@@ -70,4 +73,4 @@ KVC_HOST_DEVICE constexpr bool ring_capacity_sufficient(int capacity, int ratio,
   return capacity >= ratio - 1 + tokens_per_step;
 }
 
-}  // namespace kvc
+KVC_NAMESPACE_END
