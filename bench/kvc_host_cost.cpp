@@ -16,6 +16,7 @@
 // Not included: the grid arithmetic and the launch itself (cudaLaunchKernel /
 // cudaLaunchKernelEx; with LaunchOptions::pdl also cudaGetDevice, see device_supports_pdl).
 #include <kvcompress/launch/insert.hpp>
+#include <kvcompress/launch/fused.hpp>
 
 #include <algorithm>
 #include <atomic>

@@ -6,7 +6,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
-#include <kvcompress/launch/insert.cuh>
+#include <kvcompress/launch/fused.cuh>
 
 #include "common.h"
 #include "ops.h"

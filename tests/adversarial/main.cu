@@ -37,6 +37,7 @@
 #include <vector>
 
 #include <kvcompress/launch/insert.hpp>  // the can_implement functions (host validation)
+#include <kvcompress/launch/fused.hpp>
 
 #include "adversarial/cases.hpp"
 #include "adversarial/harness.cuh"

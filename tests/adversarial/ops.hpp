@@ -4,6 +4,7 @@
 #pragma once
 
 #include <kvcompress/kernel/insert_params.hpp>
+#include <kvcompress/kernel/fused_params.hpp>
 #include <kvcompress/core/status.hpp>
 
 #include <cuda_runtime.h>

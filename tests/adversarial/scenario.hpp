@@ -8,6 +8,7 @@
 #pragma once
 
 #include <kvcompress/kernel/insert_params.hpp>
+#include <kvcompress/kernel/fused_params.hpp>
 
 #include <algorithm>
 #include <cmath>

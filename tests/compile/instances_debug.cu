@@ -7,6 +7,7 @@
 #define KVC_DEBUG 1
 #endif
 #include <kvcompress/launch/insert.cuh>
+#include <kvcompress/launch/fused.cuh>
 
 kvc::Status kvc_compile_tier_debug_compress(const kvc::CompressParams& p, cudaStream_t stream) {
   return kvc::launch_compress<2, 512, float>(p, stream);

@@ -17,6 +17,7 @@
 #endif
 
 #include <kvcompress/launch/insert.cuh>
+#include <kvcompress/launch/fused.cuh>
 
 #include <cuda_runtime.h>
 

@@ -24,6 +24,7 @@
 #include <kvcompress/launch/compress.hpp>
 #include <kvcompress/launch/dispatch.hpp>
 #include <kvcompress/launch/insert.hpp>
+#include <kvcompress/launch/fused.hpp>
 
 namespace {
 

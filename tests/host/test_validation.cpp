@@ -8,6 +8,7 @@
 
 #include <kvcompress/launch/compress.hpp>
 #include <kvcompress/launch/insert.hpp>
+#include <kvcompress/launch/fused.hpp>
 
 #include <atomic>
 #include <cmath>

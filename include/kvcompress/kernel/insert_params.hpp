@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// kvcompress — parameters of Op B, rope–quantize–insert (contract §2), and of the fused op (§3).
+// kvcompress — parameters of Op B, rope–quantize–insert (contract §2); RecordArgs is shared
+// with the fused op (kernel/fused_params.hpp).
 #pragma once
 
 #include "../config.hpp"
@@ -7,10 +8,10 @@
 #include <cstdint>
 
 #include "../core/codecs.hpp"
+#include "../core/error_counters.hpp"
 #include "../core/types.hpp"
 #include "../functor/rotary.hpp"
 #include "../layout/cache.hpp"
-#include "compress_params.hpp"
 
 KVC_NAMESPACE_BEGIN
 
@@ -38,15 +39,6 @@ struct InsertParams {
   IndexPtr positions;                      // [T]
   RecordArgs record;
   ErrorCounters* errors = nullptr;         // optional, device memory: counts of skipped tokens (core/error_counters.hpp)
-};
-
-/// Fused Op A + Op B: `compress` as for Op A, except `compress.latent` may be null (then no
-/// latent is written); records as for Op B from the same registers. A token writes a record
-/// when it closes a group with ring slot >= 0 (Op A) and its cache slot is valid (Op B).
-/// Skipped tokens of both halves are counted in `compress.errors`.
-struct FusedParams {
-  CompressParams compress;
-  RecordArgs record;
 };
 
 KVC_NAMESPACE_END
