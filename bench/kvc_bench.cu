@@ -257,7 +257,7 @@ struct DeviceSets {
     p.head_dim = kHeadDim;
     p.num_tokens = pr.T;
     p.kv_score = kv[s].ptr;
-    p.kv_score_stride = pr.ratio > 1 ? 2 * kHeadDim : kHeadDim;
+    p.kv_score_stride_elems = pr.ratio > 1 ? 2 * kHeadDim : kHeadDim;
     p.positions = {positions.ptr, kvc::IndexType::kInt64};
     p.slot = {ring_slot.ptr, kvc::IndexType::kInt64};
     p.qsl = qsl.ptr;
@@ -268,20 +268,20 @@ struct DeviceSets {
     p.weight = reinterpret_cast<const kvc::bf16_t*>(weight.ptr);
     p.eps = 1e-6f;
     p.latent = reinterpret_cast<kvc::bf16_t*>(latent[s].ptr);
-    p.latent_stride = kHeadDim;
+    p.latent_stride_elems = kHeadDim;
     return p;
   }
   kvc::RecordArgs record(const Problem& pr, int layout, int s) {
     kvc::RecordArgs r;
     r.layout = static_cast<kvc::CacheLayout>(layout);
     r.cos_sin = cos_sin.ptr;
-    r.cos_sin_stride = 64;
+    r.cos_sin_stride_elems = 64;
     r.cos_sin_rows = cos_rows;
     r.cache_slot = {cache_slot.ptr, kvc::IndexType::kInt64};
     r.cache.data = cache[layout][s].ptr;
     r.cache.block_size = kBlockSize;
-    r.cache.page_stride = cache_page_bytes[layout];
-    r.cache.row_stride = layout == 1 ? kHeadDim * 2 : kHeadDim;
+    r.cache.page_stride_bytes = cache_page_bytes[layout];
+    r.cache.row_stride_bytes = layout == 1 ? kHeadDim * 2 : kHeadDim;
     r.cache.num_pages = pr.pages;
     r.cache.scale = scale.ptr;
     return r;
@@ -292,7 +292,7 @@ struct DeviceSets {
     p.head_dim = kHeadDim;
     p.num_tokens = pr.T;
     p.latent = reinterpret_cast<const kvc::bf16_t*>(latent[s].ptr);
-    p.latent_stride = kHeadDim;
+    p.latent_stride_elems = kHeadDim;
     p.positions = {positions.ptr, kvc::IndexType::kInt64};
     p.record = record(pr, layout, s);
     return p;

@@ -56,7 +56,7 @@ kvc::CompressParams decode_compress() {
   a.dtype = kvc::DType::kFloat32;
   a.num_tokens = kTokens;
   a.kv_score = at(0);
-  a.kv_score_stride = 2 * kHeadDim;
+  a.kv_score_stride_elems = 2 * kHeadDim;
   a.positions = {at(4096), kvc::IndexType::kInt64};
   a.slot = {at(8192), kvc::IndexType::kInt64};
   a.qsl = at<const int32_t>(12288);
@@ -67,7 +67,7 @@ kvc::CompressParams decode_compress() {
   a.weight = at<const kvc::bf16_t>(24576);
   a.eps = 1e-20f;
   a.latent = at<kvc::bf16_t>(28672);
-  a.latent_stride = kHeadDim;
+  a.latent_stride_elems = kHeadDim;
   return a;
 }
 
@@ -76,12 +76,12 @@ kvc::RecordArgs decode_record() {
   r.layout = kvc::CacheLayout::kFp8DsMla;
   r.cos_sin = at(32768);
   r.cos_sin_dtype = kvc::DType::kFloat32;
-  r.cos_sin_stride = 64;
+  r.cos_sin_stride_elems = 64;
   r.cos_sin_rows = kMaxPositions;
   r.cache_slot = {at(36864), kvc::IndexType::kInt64};
   r.cache.data = at(40960);
   r.cache.block_size = kBlockSize;
-  r.cache.page_stride = 37440;  // 64 records of 584 bytes, padded as vLLM does
+  r.cache.page_stride_bytes = 37440;  // 64 records of 584 bytes, padded as vLLM does
   return r;
 }
 
@@ -92,7 +92,7 @@ kvc::InsertParams decode_insert() {
   b.head_dim = kHeadDim;
   b.num_tokens = kTokens;
   b.latent = a.latent;
-  b.latent_stride = a.latent_stride;
+  b.latent_stride_elems = a.latent_stride_elems;
   b.positions = a.positions;
   b.record = decode_record();
   return b;

@@ -155,7 +155,7 @@ bool check_record(HostState& h, const uint16_t* latent, int64_t pos, int64_t slo
                   const std::vector<uint8_t>& device_cache) {
   kvc::CacheParams c;
   c.block_size = kBlockSize;
-  c.page_stride = kPageStride;
+  c.page_stride_bytes = kPageStride;
   const int64_t page = slot / kBlockSize, row = slot % kBlockSize;
   const int64_t value_at = Layout::value_offset(c, page, row);
   const int64_t scale_at = Layout::scale_offset(c, page, row);
@@ -256,7 +256,7 @@ CallResult run_call(const DeviceBuffers& d, HostState& h, std::mt19937& rng, int
   a.dtype = kvc::DType::kFloat32;
   a.num_tokens = n;
   a.kv_score = d.kv_score;
-  a.kv_score_stride = 2 * kHeadDim;
+  a.kv_score_stride_elems = 2 * kHeadDim;
   a.positions = kvc::IndexPtr{d.positions, kvc::IndexType::kInt64};
   a.slot = kvc::IndexPtr{d.ring_slot, kvc::IndexType::kInt64};
   a.qsl = d.qsl;
@@ -267,7 +267,7 @@ CallResult run_call(const DeviceBuffers& d, HostState& h, std::mt19937& rng, int
   a.weight = reinterpret_cast<const kvc::bf16_t*>(d.weight);
   a.eps = kEps;
   a.latent = reinterpret_cast<kvc::bf16_t*>(d.latent);
-  a.latent_stride = kHeadDim;
+  a.latent_stride_elems = kHeadDim;
 
   kvc::RecordArgs record;
   record.rope_dim = kRopeDim;
@@ -275,12 +275,12 @@ CallResult run_call(const DeviceBuffers& d, HostState& h, std::mt19937& rng, int
   record.layout = kvc::CacheLayout::kFp8DsMla;  // read by kvc::insert/fused; launch_* use the type
   record.cos_sin = d.cos_sin;
   record.cos_sin_dtype = kvc::DType::kFloat32;
-  record.cos_sin_stride = kRopeDim;
+  record.cos_sin_stride_elems = kRopeDim;
   record.cos_sin_rows = kMaxPos;
   record.cache_slot = kvc::IndexPtr{d.cache_slot, kvc::IndexType::kInt64};
   record.cache.data = d.cache;
   record.cache.block_size = kBlockSize;
-  record.cache.page_stride = kPageStride;
+  record.cache.page_stride_bytes = kPageStride;
   record.cache.num_pages = kNumPages;  // slots past the cache are skipped, never written
 
   if (mode == Mode::kTwoOps) {
@@ -292,7 +292,7 @@ CallResult run_call(const DeviceBuffers& d, HostState& h, std::mt19937& rng, int
     b.head_dim = kHeadDim;
     b.num_tokens = n;
     b.latent = a.latent;
-    b.latent_stride = a.latent_stride;
+    b.latent_stride_elems = a.latent_stride_elems;
     b.positions = a.positions;
     b.record = record;
     KVC_CHECK((kvc::launch_insert<kRatio, kHeadDim, Layout>(b, stream)));

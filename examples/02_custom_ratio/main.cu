@@ -167,7 +167,7 @@ int main() {
   a.dtype = kvc::DType::kFloat32;
   a.num_tokens = T;
   a.kv_score = d_kv_score;
-  a.kv_score_stride = 2 * kHeadDim;
+  a.kv_score_stride_elems = 2 * kHeadDim;
   a.positions = kvc::IndexPtr{d_positions, kvc::IndexType::kInt64};
   a.slot = kvc::IndexPtr{d_ring_slot, kvc::IndexType::kInt64};
   a.qsl = d_qsl;
@@ -178,26 +178,26 @@ int main() {
   a.weight = reinterpret_cast<const kvc::bf16_t*>(d_weight);
   a.eps = kEps;
   a.latent = reinterpret_cast<kvc::bf16_t*>(d_latent);
-  a.latent_stride = kHeadDim;
+  a.latent_stride_elems = kHeadDim;
 
   kvc::InsertParams ins;
   ins.ratio = kRatio;
   ins.head_dim = kHeadDim;
   ins.num_tokens = T;
   ins.latent = a.latent;
-  ins.latent_stride = a.latent_stride;
+  ins.latent_stride_elems = a.latent_stride_elems;
   ins.positions = a.positions;
   ins.record.rope_dim = kRopeDim;
   ins.record.rope_style = kvc::RopeStyle::kGptJ;
   ins.record.layout = kvc::CacheLayout::kBf16Rows;
   ins.record.cos_sin = d_cos_sin;
-  ins.record.cos_sin_stride = kRopeDim;
+  ins.record.cos_sin_stride_elems = kRopeDim;
   ins.record.cos_sin_rows = kMaxPos;
   ins.record.cache_slot = kvc::IndexPtr{d_cache_slot, kvc::IndexType::kInt64};
   ins.record.cache.data = d_cache;
   ins.record.cache.block_size = kBlockSize;
-  ins.record.cache.page_stride = kPageStride;
-  ins.record.cache.row_stride = kRowStride;
+  ins.record.cache.page_stride_bytes = kPageStride;
+  ins.record.cache.row_stride_bytes = kRowStride;
   ins.record.cache.num_pages = kNumPages;
 
   // The runtime dispatch refuses ratio 3 and names the way out.

@@ -40,7 +40,7 @@
   } while (0)
 
 /// e4m3 rows with one fp32 scale per record. Record of `row` in `page` at
-/// page * page_stride + row * row_stride bytes (both from kvc::CacheParams):
+/// page * page_stride_bytes + row * row_stride_bytes (both from kvc::CacheParams):
 ///   [0, 512)    e4m3 (satfinite, RNE) of x[d] / scale, d = 0..511 (RoPE dims rotated)
 ///   [512, 516)  fp32 scale = max(amax, 1e-4) / 448, amax = max_d |x[d]|
 /// x is the bf16 row the kernel hands over. The 1e-4 floor keeps an all-zero row finite.
@@ -55,7 +55,7 @@ struct E4m3RowScaleLayout {
 
   KVC_HOST_DEVICE static int64_t record_offset(const kvc::CacheParams& c, int64_t page,
                                                int64_t row) {
-    return page * c.page_stride + row * c.row_stride;
+    return page * c.page_stride_bytes + row * c.row_stride_bytes;
   }
   /// Used by the host as well, so the reference computes the very same fp32 scale.
   KVC_HOST_DEVICE static float scale_of(float amax) {
@@ -63,16 +63,17 @@ struct E4m3RowScaleLayout {
   }
 
   // Host side: validation before launch (the launch returns these statuses).
-  static int64_t min_page_bytes(int block_size, int64_t row_stride) {
-    return (int64_t{block_size} - 1) * row_stride + kRecordBytes;
+  static int64_t min_page_bytes(int block_size, int64_t row_stride_bytes) {
+    return (int64_t{block_size} - 1) * row_stride_bytes + kRecordBytes;
   }
   static kvc::Status check(const kvc::CacheParams& c) {
     // 16-byte aligned rows keep every vector store and the fp32 scale store aligned.
-    if (c.row_stride < kRecordBytes || c.row_stride % 16 != 0 || c.page_stride % 16 != 0)
+    if (c.row_stride_bytes < kRecordBytes || c.row_stride_bytes % 16 != 0 ||
+        c.page_stride_bytes % 16 != 0)
       return kvc::Status::invalid(std::string(kName) + ": row stride " +
-                                  std::to_string(c.row_stride) + " must be >= " +
+                                  std::to_string(c.row_stride_bytes) + " must be >= " +
                                   std::to_string(kRecordBytes) + " and, like the page stride " +
-                                  std::to_string(c.page_stride) + ", a multiple of 16 bytes");
+                                  std::to_string(c.page_stride_bytes) + ", a multiple of 16 bytes");
     return kvc::Status::success();
   }
 
@@ -200,23 +201,23 @@ int main() {
   p.head_dim = kHeadDim;
   p.num_tokens = T;
   p.latent = reinterpret_cast<const kvc::bf16_t*>(d_latent);
-  p.latent_stride = kHeadDim;
+  p.latent_stride_elems = kHeadDim;
   p.positions = kvc::IndexPtr{d_positions, kvc::IndexType::kInt64};
   p.record.rope_dim = kRopeDim;
   p.record.rope_style = kvc::RopeStyle::kGptJ;
   p.record.cos_sin = d_cos_sin;
-  p.record.cos_sin_stride = kRopeDim;
+  p.record.cos_sin_stride_elems = kRopeDim;
   p.record.cos_sin_rows = kMaxPos;
   p.record.cache_slot = kvc::IndexPtr{d_slots, kvc::IndexType::kInt64};
   p.record.cache.data = d_cache;
   p.record.cache.block_size = kBlockSize;
-  p.record.cache.page_stride = kPageStride;
-  p.record.cache.row_stride = kRowStride;
+  p.record.cache.page_stride_bytes = kPageStride;
+  p.record.cache.row_stride_bytes = kRowStride;
   // p.record.layout is not read: the layout is the template argument.
 
   // The layout's check() runs before anything is launched: a bad stride is an error status.
   kvc::InsertParams bad = p;
-  bad.record.cache.row_stride = 520;
+  bad.record.cache.row_stride_bytes = 520;
   const kvc::Status refused = kvc::launch_insert<kRatio, kHeadDim, E4m3RowScaleLayout>(bad, nullptr);
   std::printf("03_custom_layout: row stride 520 -> \"%s\"\n", refused.message());
 

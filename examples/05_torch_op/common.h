@@ -171,7 +171,7 @@ inline kvc::CompressParams compress_params(
   p.dtype = fp32 ? kvc::DType::kFloat32 : kvc::DType::kBFloat16;
   p.num_tokens = T;
   p.kv_score = kv_score.data_ptr();
-  p.kv_score_stride = kv_score.size(0) <= 1 ? width : kv_score.stride(0);
+  p.kv_score_stride_elems = kv_score.size(0) <= 1 ? width : kv_score.stride(0);
   p.positions = index_tensor(positions, op, "positions", T, device);
   p.slot = index_tensor(slot_mapping, op, "slot_mapping", T, device);
 
@@ -196,7 +196,7 @@ inline kvc::CompressParams compress_params(
                       shape_str(*latent), ", expected [", T, ", ", D, "]");
     check_last_dim_contiguous(*latent, op, "latent_out");
     p.latent = static_cast<kvc::bf16_t*>(latent->data_ptr());
-    p.latent_stride = latent->size(0) <= 1 ? D : latent->stride(0);
+    p.latent_stride_elems = latent->size(0) <= 1 ? D : latent->stride(0);
   }
 
   if (ratio > 1) {
@@ -286,7 +286,7 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
   r.cos_sin = cos_sin_cache.data_ptr();
   r.cos_sin_dtype = cos_sin_cache.scalar_type() == at::kFloat ? kvc::DType::kFloat32
                                                               : kvc::DType::kBFloat16;
-  r.cos_sin_stride = cos_sin_cache.size(0) <= 1 ? kRopeDim : cos_sin_cache.stride(0);
+  r.cos_sin_stride_elems = cos_sin_cache.size(0) <= 1 ? kRopeDim : cos_sin_cache.stride(0);
   r.cos_sin_rows = cos_sin_cache.size(0);
 
   r.cache_slot = index_tensor(slot_mapping, op, slot_name, T, device);
@@ -302,8 +302,8 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
   const int64_t page_stride = (pages <= 1 ? block * (row_stride / elem) : kv_cache.stride(0)) * elem;
   r.cache.data = kv_cache.data_ptr();
   r.cache.block_size = static_cast<int>(block);
-  r.cache.page_stride = page_stride;
-  r.cache.row_stride = row_stride;
+  r.cache.page_stride_bytes = page_stride;
+  r.cache.row_stride_bytes = row_stride;
   r.cache.num_pages = pages;  // slots past the cache are skipped, never written
 
   switch (kv_cache.scalar_type()) {

@@ -35,7 +35,7 @@ void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
   p.head_dim = static_cast<int>(D);
   p.num_tokens = T;
   p.latent = static_cast<const kvc::bf16_t*>(latent.data_ptr());
-  p.latent_stride = T <= 1 ? D : latent.stride(0);
+  p.latent_stride_elems = T <= 1 ? D : latent.stride(0);
   p.positions = index_tensor(positions, op, "positions", T, device);
   p.record = record_args(op, cos_sin_cache, kv_cache, slot_mapping, "slot_mapping", fp8_scale, T,
                          device);

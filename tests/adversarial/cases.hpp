@@ -52,7 +52,7 @@ inline void* byte_offset(void* p, int bytes) { return static_cast<char*>(p) + by
 
 inline float& kv(Scenario& s, int t, int d) { return s.kv_score[static_cast<size_t>(t * s.kv_stride + d)]; }
 inline float& score(Scenario& s, int t, int d) { return kv(s, t, kHeadDim + d); }
-inline uint16_t& lat(Scenario& s, int t, int d) { return s.latent_in[static_cast<size_t>(t * s.latent_stride + d)]; }
+inline uint16_t& lat(Scenario& s, int t, int d) { return s.latent_in[static_cast<size_t>(t * s.latent_stride_elems + d)]; }
 inline void slot(std::vector<int64_t>& v, int t, int64_t x) { v[static_cast<size_t>(t)] = x; }
 
 // A ring slot value for token t (its position picks the row of the aliasing slot).
@@ -264,40 +264,40 @@ inline std::vector<Case> make_cases() {
       }
     };
     add(kA, 2, Kind::kGeneric, "ring_row_stride_2p62" + sfx, {}, [=](Launch& l) {
-      l.a.ring_layout.row_stride = p62;
-      l.a.ring_layout.page_stride = p62;  // capacity * row stride overflows: the page check wraps
+      l.a.ring_layout.row_stride_elems = p62;
+      l.a.ring_layout.page_stride_elems = p62;  // capacity * row stride overflows: the page check wraps
       nb(l);
     }, reject);
     add(kA, 2, Kind::kGeneric, "latent_stride_2p58" + sfx, {}, [=](Launch& l) {
-      l.a.latent_stride = p58;
+      l.a.latent_stride_elems = p58;
       nb(l);
     }, reject + " (T * stride overflows)");
     add(kA, 2, Kind::kGeneric, "kv_score_stride_2p58" + sfx, {}, [=](Launch& l) {
-      l.a.kv_score_stride = p58;
+      l.a.kv_score_stride_elems = p58;
       nb(l);
     }, reject + " (T * stride overflows)");
     add(kF, 2, Kind::kGeneric, "ring_page_stride_2p62" + sfx, {}, [=](Launch& l) {
-      l.a.ring_layout.page_stride = p62;
+      l.a.ring_layout.page_stride_elems = p62;
       nb(l);
     }, reject + (bounds ? " (num_blocks * page stride overflows)"
                         : " only if the stride alone is bounded: block 1 is 2^64 bytes away"));
     add(kB, 2, Kind::kGeneric, "cache_page_stride_2p62" + sfx, {}, [=](Launch& l) {
-      l.b.record.cache.page_stride = p62;
+      l.b.record.cache.page_stride_bytes = p62;
       nb(l);
     }, reject + (bounds ? " (num_pages * page stride overflows)"
                         : " only if the stride alone is bounded: page 4 wraps onto page 0"));
   }
-  add(kA, 2, Kind::kGeneric, "ring_page_stride_2p62", {}, [=](Launch& l) { l.a.ring_layout.page_stride = p62; },
+  add(kA, 2, Kind::kGeneric, "ring_page_stride_2p62", {}, [=](Launch& l) { l.a.ring_layout.page_stride_elems = p62; },
       reject + " (block 1 wraps onto block 0, a foreign block)");
   add(kA, 2, Kind::kGeneric, "ring_row_stride_2p58", {}, [=](Launch& l) {
-    l.a.ring_layout.row_stride = p58;
-    l.a.ring_layout.page_stride = int64_t{8} * p58;
+    l.a.ring_layout.row_stride_elems = p58;
+    l.a.ring_layout.page_stride_elems = int64_t{8} * p58;
   }, reject);
-  add(kA, 1, Kind::kGeneric, "latent_stride_2p58", {}, [=](Launch& l) { l.a.latent_stride = p58; }, reject);
-  add(kB, 2, Kind::kGeneric, "latent_stride_2p58", {}, [=](Launch& l) { l.b.latent_stride = p58; }, reject);
-  add(kF, 2, Kind::kGeneric, "cache_page_stride_2p62", {}, [=](Launch& l) { l.b.record.cache.page_stride = p62; },
+  add(kA, 1, Kind::kGeneric, "latent_stride_2p58", {}, [=](Launch& l) { l.a.latent_stride_elems = p58; }, reject);
+  add(kB, 2, Kind::kGeneric, "latent_stride_2p58", {}, [=](Launch& l) { l.b.latent_stride_elems = p58; }, reject);
+  add(kF, 2, Kind::kGeneric, "cache_page_stride_2p62", {}, [=](Launch& l) { l.b.record.cache.page_stride_bytes = p62; },
       reject);
-  add(kF, 2, Kind::kGeneric, "latent_stride_2p58", {}, [=](Launch& l) { l.a.latent_stride = p58; }, reject);
+  add(kF, 2, Kind::kGeneric, "latent_stride_2p58", {}, [=](Launch& l) { l.a.latent_stride_elems = p58; }, reject);
 
   // --- Misaligned pointers. The errors cases also skip a token, so the counter is written.
   const auto skip_one_ring = [](Scenario& s) { slot(s.ring_slot, s.t_dec, s.ring_blocks * s.capacity); };

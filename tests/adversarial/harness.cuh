@@ -211,7 +211,7 @@ inline bool build(const Scenario& s, Buffers& b, Launch& l) {
             std::memcpy(r.before.data() + kGuard + 4 * (blk * page + rr * row + d), &nan, 4);
       ok = cudaMemcpy(r.base, r.before.data(), r.total(), cudaMemcpyHostToDevice) == cudaSuccess;
     }
-    const int64_t ls = s.latent_stride;
+    const int64_t ls = s.latent_stride_elems;
     ok = ok && b.add("latent", Role::kOutput, static_cast<size_t>(s.num_tokens * ls * 2), nullptr,
                      [=](size_t off) { return (static_cast<int64_t>(off) % (2 * ls)) / 2 < D ? kOwn : kPad; });
   }
@@ -248,7 +248,7 @@ Launch make_launch(const Scenario& s, At&& at) {
     a.dtype = kvc::DType::kFloat32;
     a.num_tokens = s.num_tokens;
     a.kv_score = at("kv_score");
-    a.kv_score_stride = s.kv_stride;
+    a.kv_score_stride_elems = s.kv_stride;
     a.positions = positions;
     a.slot = {at("ring_slot"), kvc::IndexType::kInt64};
     a.qsl = reinterpret_cast<const int32_t*>(at("qsl"));
@@ -259,7 +259,7 @@ Launch make_launch(const Scenario& s, At&& at) {
     a.weight = reinterpret_cast<const kvc::bf16_t*>(at("weight"));
     a.eps = 1e-6f;
     a.latent = reinterpret_cast<kvc::bf16_t*>(at("latent"));
-    a.latent_stride = s.latent_stride;
+    a.latent_stride_elems = s.latent_stride_elems;
   }
   if (record) {
     kvc::InsertParams& p = l.b;
@@ -268,19 +268,19 @@ Launch make_launch(const Scenario& s, At&& at) {
     p.num_tokens = s.num_tokens;
     if (s.op == Op::kInsert) {
       p.latent = reinterpret_cast<const kvc::bf16_t*>(at("latent_in"));
-      p.latent_stride = s.latent_stride;
+      p.latent_stride_elems = s.latent_stride_elems;
       p.positions = positions;
     }
     kvc::RecordArgs& r = p.record;
     r.layout = kvc::CacheLayout::kFp8DsMla;
     r.cos_sin = at("cos_sin");
     r.cos_sin_dtype = kvc::DType::kFloat32;
-    r.cos_sin_stride = 64;
+    r.cos_sin_stride_elems = 64;
     r.cos_sin_rows = s.cos_sin_rows;
     r.cache_slot = {at("cache_slot"), kvc::IndexType::kInt64};
     r.cache.data = at("cache");
     r.cache.block_size = s.block_size;
-    r.cache.page_stride = s.cache_page_stride;
+    r.cache.page_stride_bytes = s.cache_page_stride;
     r.cache.num_pages = s.pages;
   }
   l.set_errors(reinterpret_cast<kvc::ErrorCounters*>(at("errors")));

@@ -60,8 +60,8 @@ struct Scenario {
   std::vector<int32_t> qsl, req;                          // [num_reqs + 1], [T]
   std::vector<float> kv_score;                            // [T, kv_stride]
   int64_t kv_stride = 0;
-  std::vector<uint16_t> latent_in;                        // Op B input [T, latent_stride]
-  int64_t latent_stride = kHeadDim + 8;                   // padding columns must keep their bytes
+  std::vector<uint16_t> latent_in;                        // Op B input [T, latent_stride_elems]
+  int64_t latent_stride_elems = kHeadDim + 8;                   // padding columns must keep their bytes
   std::vector<uint16_t> weight;                           // [D] bf16
   std::vector<float> cos_sin;                             // [cos_sin_rows, 64]
   int64_t cos_sin_rows = 64;
@@ -167,9 +167,9 @@ inline Scenario make_scenario(Op op, int ratio, uint64_t seed) {
     if (R > 1)
       for (int d = 0; d < kHeadDim; ++d) row[kHeadDim + d] = score(rng);
   }
-  s.latent_in.resize(static_cast<size_t>(s.num_tokens * s.latent_stride));
+  s.latent_in.resize(static_cast<size_t>(s.num_tokens * s.latent_stride_elems));
   for (size_t i = 0; i < s.latent_in.size(); ++i) {
-    const int64_t col = static_cast<int64_t>(i) % s.latent_stride;
+    const int64_t col = static_cast<int64_t>(i) % s.latent_stride_elems;
     s.latent_in[i] = col < kHeadDim ? bf16_bits(std::ldexp(kv(rng), static_cast<int>(rng() % 12) - 6))
                                     : static_cast<uint16_t>(rng());
   }

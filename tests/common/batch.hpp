@@ -40,7 +40,7 @@ struct BatchShape {
   int capacity = 0;                  // ring rows per block; 0: max(8, next_pow2(ratio))
   std::vector<RequestShape> requests;
   int padding_tokens = 0;            // trailing tokens with slot -1 (after qsl[num_reqs])
-  int64_t kv_score_stride = 0;       // 0: the row width (2 * head_dim, or head_dim at R = 1)
+  int64_t kv_score_stride_elems = 0;       // 0: the row width (2 * head_dim, or head_dim at R = 1)
   int64_t ring_row_stride = 0;       // 0: 2 * head_dim
   int64_t ring_page_stride = 0;      // 0: capacity * ring_row_stride
   int extra_ring_blocks = 1;         // blocks owned by no request (must stay untouched)
@@ -102,7 +102,7 @@ inline Batch make_batch(std::mt19937_64& rng, const BatchShape& shape) {
   const int C = b.capacity;
   const int num_reqs = static_cast<int>(shape.requests.size());
 
-  b.stride = shape.kv_score_stride > 0 ? shape.kv_score_stride : b.row_width();
+  b.stride = shape.kv_score_stride_elems > 0 ? shape.kv_score_stride_elems : b.row_width();
   if (b.stride < b.row_width()) throw std::invalid_argument("kvctest::make_batch: stride");
   if (R > 1) {
     b.ring_row_stride = shape.ring_row_stride > 0 ? shape.ring_row_stride : 2 * int64_t{D};
@@ -188,7 +188,7 @@ inline kvcref::CompressInputs reference_inputs(const Batch& b) {
   in.ratio = b.ratio;
   in.num_tokens = b.num_tokens();
   in.kv_score = b.kv_score.data();
-  in.kv_score_stride = b.stride;
+  in.kv_score_stride_elems = b.stride;
   in.positions = b.positions.data();
   in.slot = b.slot.data();
   in.qsl = b.qsl.data();

@@ -158,7 +158,7 @@ struct Problem {
     a.dtype = kvc::DType::kFloat32;
     a.num_tokens = T;
     a.kv_score = kv_score.ptr;
-    a.kv_score_stride = 2 * kHeadDim;
+    a.kv_score_stride_elems = 2 * kHeadDim;
     a.positions = {pos.ptr, kvc::IndexType::kInt64};
     a.slot = {slot.ptr, kvc::IndexType::kInt64};
     a.qsl = qsl.ptr;
@@ -166,30 +166,30 @@ struct Problem {
     a.req = req.ptr;
     a.ring = ring.ptr;
     a.ring_layout.capacity = kCapacity;
-    a.ring_layout.page_stride = int64_t{kCapacity} * 2 * kHeadDim;
-    a.ring_layout.row_stride = 2 * kHeadDim;
+    a.ring_layout.page_stride_elems = int64_t{kCapacity} * 2 * kHeadDim;
+    a.ring_layout.row_stride_elems = 2 * kHeadDim;
     a.ring_layout.num_blocks = batch.num_blocks;
     a.weight = reinterpret_cast<const kvc::bf16_t*>(weight.ptr);
     a.eps = 1e-6f;
     a.latent = reinterpret_cast<kvc::bf16_t*>(latent.ptr);
-    a.latent_stride = kHeadDim;
+    a.latent_stride_elems = kHeadDim;
 
     kvc::RecordArgs r;
     r.layout = kvc::CacheLayout::kFp8DsMla;
     r.cos_sin = cos_sin.ptr;
     r.cos_sin_dtype = kvc::DType::kFloat32;
-    r.cos_sin_stride = 64;
+    r.cos_sin_stride_elems = 64;
     r.cos_sin_rows = max_of(batch.pos) + kRatio + 1;
     r.cache_slot = {cache_slot.ptr, kvc::IndexType::kInt64};
     r.cache.data = cache.ptr;
     r.cache.block_size = kBlockSize;
-    r.cache.page_stride = kPageBytes;
+    r.cache.page_stride_bytes = kPageBytes;
 
     b.ratio = kRatio;
     b.head_dim = kHeadDim;
     b.num_tokens = T;
     b.latent = a.latent;
-    b.latent_stride = kHeadDim;
+    b.latent_stride_elems = kHeadDim;
     b.positions = a.positions;
     b.record = r;
 

@@ -34,7 +34,7 @@ inline std::vector<uint16_t> to_bf16_bits(const std::vector<float>& v) {
 /// Device buffers of one Op A call. The latent is poisoned with random bits.
 struct CompressDevice {
   bool bf16 = false, index32 = false;
-  int64_t latent_stride = 0;
+  int64_t latent_stride_elems = 0;
   DeviceArray<float> kv32, ring32;
   DeviceArray<uint16_t> kv16, ring16, weight, latent;
   DeviceArray<int64_t> pos64, slot64;
@@ -43,11 +43,11 @@ struct CompressDevice {
 
   CompressDevice(const Batch& b, bool use_bf16, bool use_index32, std::mt19937_64& rng)
       : bf16(use_bf16), index32(use_index32) {
-    latent_stride = b.head_dim + 8;
+    latent_stride_elems = b.head_dim + 8;
     upload_inputs(b);
     if (b.ratio > 1) upload_ring(b.ring);
     weight.upload(b.weight);
-    latent_init.resize(static_cast<size_t>(std::max<int64_t>(1, b.num_tokens()) * latent_stride));
+    latent_init.resize(static_cast<size_t>(std::max<int64_t>(1, b.num_tokens()) * latent_stride_elems));
     for (auto& x : latent_init) x = static_cast<uint16_t>(rng());
     latent.upload(latent_init);
   }
@@ -87,7 +87,7 @@ struct CompressDevice {
     p.dtype = bf16 ? kvc::DType::kBFloat16 : kvc::DType::kFloat32;
     p.num_tokens = b.num_tokens();
     p.kv_score = bf16 ? static_cast<const void*>(kv16.ptr()) : kv32.ptr();
-    p.kv_score_stride = b.stride;
+    p.kv_score_stride_elems = b.stride;
     p.positions = index32 ? kvc::IndexPtr{pos32.ptr(), kvc::IndexType::kInt32}
                           : kvc::IndexPtr{pos64.ptr(), kvc::IndexType::kInt64};
     p.slot = index32 ? kvc::IndexPtr{slot32.ptr(), kvc::IndexType::kInt32}
@@ -102,7 +102,7 @@ struct CompressDevice {
     p.weight = reinterpret_cast<const kvc::bf16_t*>(weight.ptr());
     p.eps = b.eps;
     p.latent = reinterpret_cast<kvc::bf16_t*>(latent.ptr());
-    p.latent_stride = latent_stride;
+    p.latent_stride_elems = latent_stride_elems;
     return p;
   }
 };
@@ -123,7 +123,7 @@ inline void check_compress(const Batch& b, const kvcref::CompressExpected& want,
                            const CompressDevice& dev, const std::vector<uint16_t>& latent_before,
                            const std::string& what) {
   const auto latent = dev.latent.download();
-  const int64_t T = b.num_tokens(), D = b.head_dim, S = dev.latent_stride;
+  const int64_t T = b.num_tokens(), D = b.head_dim, S = dev.latent_stride_elems;
   for (int64_t t = 0; t < T; ++t) {
     const bool closes = want.closes[static_cast<size_t>(t)] != 0;
     for (int64_t d = 0; d < S; ++d) {

@@ -273,21 +273,21 @@ struct Records {
     r.layout = c.layout;
     r.cos_sin = c.table_bf16 ? static_cast<const void*>(table16.ptr()) : table32.ptr();
     r.cos_sin_dtype = c.table_bf16 ? kvc::DType::kBFloat16 : kvc::DType::kFloat32;
-    r.cos_sin_stride = table.stride;
+    r.cos_sin_stride_elems = table.stride;
     r.cos_sin_rows = table_rows;
     r.cache_slot = c.index32 ? kvc::IndexPtr{slot32.ptr(), kvc::IndexType::kInt32}
                              : kvc::IndexPtr{slot64.ptr(), kvc::IndexType::kInt64};
     r.cache.data = cache;
     r.cache.block_size = kBlockSize;
-    r.cache.page_stride = shape.page_stride;
-    r.cache.row_stride = shape.row_stride;
+    r.cache.page_stride_bytes = shape.page_stride;
+    r.cache.row_stride_bytes = shape.row_stride;
     r.cache.num_pages = num_pages;
     r.cache.scale = scale_d.ptr();
     return r;
   }
 
   /// The reference's Op B inputs for the latent rows `latent` (stride in elements).
-  kvcref::InsertInputs inputs(const Batch& b, const Case& c, const uint16_t* latent, int64_t latent_stride) const {
+  kvcref::InsertInputs inputs(const Batch& b, const Case& c, const uint16_t* latent, int64_t latent_stride_elems) const {
     kvcref::InsertInputs in;
     in.head_dim = kHeadDim;
     in.rope_dim = 64;
@@ -295,11 +295,11 @@ struct Records {
     in.rope_style = c.style == kvc::RopeStyle::kGptJ ? kvcref::RopeStyle::GptJ : kvcref::RopeStyle::NeoX;
     in.num_tokens = b.num_tokens();
     in.latent = latent;
-    in.latent_stride = latent_stride;
+    in.latent_stride_elems = latent_stride_elems;
     in.positions = b.positions.data();
     in.slot = slot.data();
     in.cos_sin = table.values.data();
-    in.cos_sin_stride = table.stride;
+    in.cos_sin_stride_elems = table.stride;
     in.cos_sin_rows = table_rows;
     in.layout = kvctest::ref_layout(c.layout);
     in.block_size = kBlockSize;
@@ -354,14 +354,14 @@ void run_ops(const Case& c, const Batch& b, Records& rec, bool injected, std::mt
   }
 
   // Op B on the latent Op A wrote (rows Op A left alone are the poison, read as they are).
-  const auto want_b = kvcref::insert_reference(rec.inputs(b, c, latent.data(), dev.latent_stride), rec.cache_init);
+  const auto want_b = kvcref::insert_reference(rec.inputs(b, c, latent.data(), dev.latent_stride_elems), rec.cache_init);
   auto insert_params = [&](uint8_t* cache, kvc::ErrorCounters* errors) {
     kvc::InsertParams p;
     p.ratio = b.ratio;
     p.head_dim = kHeadDim;
     p.num_tokens = T;
     p.latent = pa.latent;
-    p.latent_stride = pa.latent_stride;
+    p.latent_stride_elems = pa.latent_stride_elems;
     p.positions = pa.positions;
     p.record = rec.args(c, cache);
     p.errors = errors;
@@ -378,7 +378,7 @@ void run_ops(const Case& c, const Batch& b, Records& rec, bool injected, std::mt
   CHECK_MESSAGE(cache_b0.download() == bytes_b, what, ", Op B without counters: other cache bytes");
 
   // The fused op from the same ring, latent poison and cache.
-  const auto want_f = kvcref::fused_reference(ref_in, rec.inputs(b, c, latent.data(), dev.latent_stride), rec.cache_init);
+  const auto want_f = kvcref::fused_reference(ref_in, rec.inputs(b, c, latent.data(), dev.latent_stride_elems), rec.cache_init);
   std::vector<uint8_t> bytes_f;
   for (bool counted : {true, false}) {
     kvctest::CompressDevice fu(b, c.bf16, c.index32, rng);

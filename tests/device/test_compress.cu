@@ -80,7 +80,7 @@ TEST_CASE("Op A: every compiled ratio and head dim, padded strides") {
     for (int head_dim : kvc::kSupportedHeadDims) {
       BatchShape s = kvctest::random_shape(rng, ratio, head_dim, 6, 3 * ratio + 5, 4000, 2);
       const int64_t width = ratio > 1 ? 2 * head_dim : head_dim;
-      s.kv_score_stride = width + 16;
+      s.kv_score_stride_elems = width + 16;
       s.ring_row_stride = 2 * head_dim + 8;
       s.capacity = kvc::ring_capacity(ratio, 3);
       s.ring_page_stride = s.capacity * s.ring_row_stride + 16;  // vLLM pads pages like this
@@ -253,8 +253,8 @@ TEST_CASE("Op A: invalid arguments return their own error and write nothing") {
       {"compress ratio 3", [](kvc::CompressParams& p) { p.ratio = 3; }},
       {"head dim 384", [](kvc::CompressParams& p) { p.head_dim = 384; }},
       {"kv_score is null", [](kvc::CompressParams& p) { p.kv_score = nullptr; }},
-      {"kv_score row stride 1000", [](kvc::CompressParams& p) { p.kv_score_stride = 1000; }},
-      {"kv_score row stride 1026 is not a multiple of 4", [](kvc::CompressParams& p) { p.kv_score_stride = 1026; }},
+      {"kv_score row stride 1000", [](kvc::CompressParams& p) { p.kv_score_stride_elems = 1000; }},
+      {"kv_score row stride 1026 is not a multiple of 4", [](kvc::CompressParams& p) { p.kv_score_stride_elems = 1026; }},
       {"positions is null", [](kvc::CompressParams& p) { p.positions.data = nullptr; }},
       {"slot is null", [](kvc::CompressParams& p) { p.slot.data = nullptr; }},
       {"qsl is null", [](kvc::CompressParams& p) { p.qsl = nullptr; }},
@@ -262,11 +262,11 @@ TEST_CASE("Op A: invalid arguments return their own error and write nothing") {
       {"req is null", [](kvc::CompressParams& p) { p.req = nullptr; }},
       {"ring is null", [](kvc::CompressParams& p) { p.ring = nullptr; }},
       {"ring capacity 1", [](kvc::CompressParams& p) { p.ring_layout.capacity = 1; }},
-      {"ring row stride", [](kvc::CompressParams& p) { p.ring_layout.row_stride = 512; }},
-      {"overlaps", [](kvc::CompressParams& p) { p.ring_layout.page_stride -= 4; }},
+      {"ring row stride", [](kvc::CompressParams& p) { p.ring_layout.row_stride_elems = 512; }},
+      {"overlaps", [](kvc::CompressParams& p) { p.ring_layout.page_stride_elems -= 4; }},
       {"weight is null", [](kvc::CompressParams& p) { p.weight = nullptr; }},
       {"latent is null", [](kvc::CompressParams& p) { p.latent = nullptr; }},
-      {"latent row stride", [](kvc::CompressParams& p) { p.latent_stride = 100; }},
+      {"latent row stride", [](kvc::CompressParams& p) { p.latent_stride_elems = 100; }},
       {"eps", [](kvc::CompressParams& p) { p.eps = -1.f; }},
       {"num_tokens -1", [](kvc::CompressParams& p) { p.num_tokens = -1; }},
       {"kv_score address", [](kvc::CompressParams& p) { p.kv_score = static_cast<const float*>(p.kv_score) + 1; }},

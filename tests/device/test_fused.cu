@@ -53,12 +53,12 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   record.rope_style = c.style;
   record.layout = c.layout;
   record.cos_sin = d_table.ptr();
-  record.cos_sin_stride = 64;
+  record.cos_sin_stride_elems = 64;
   record.cos_sin_rows = table.rows;
   record.cache_slot = kvc::IndexPtr{d_cache_slot.ptr(), kvc::IndexType::kInt64};
   record.cache.block_size = block_size;
-  record.cache.page_stride = shape.page_stride;
-  record.cache.row_stride = shape.row_stride;
+  record.cache.page_stride_bytes = shape.page_stride;
+  record.cache.row_stride_bytes = shape.row_stride;
   record.cache.scale = d_scale.ptr();
   record.cache.data = cache_ab.ptr();
   const kvc::CompressParams pa = ab.params(b);
@@ -68,7 +68,7 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   pb.head_dim = c.head_dim;
   pb.num_tokens = T;
   pb.latent = pa.latent;
-  pb.latent_stride = pa.latent_stride;
+  pb.latent_stride_elems = pa.latent_stride_elems;
   pb.positions = pa.positions;
   pb.record = record;
   KVC_CHECK_STATUS(kvc::insert(pb, nullptr));

@@ -36,7 +36,7 @@ struct InsertProblem {
   InsertCase c;
   std::vector<int64_t> positions, slot;
   std::vector<uint16_t> latent;
-  int64_t latent_stride = 0;
+  int64_t latent_stride_elems = 0;
   kvctest::RopeTable table;
   kvctest::CacheShape shape;
   int64_t num_pages = -1;
@@ -53,8 +53,8 @@ struct InsertProblem {
     const int64_t T = c.tokens;
     positions = kvctest::random_positions(rng, T, 4000);
     table = kvctest::rope_table(4000 + 301, c.table_bf16);
-    latent_stride = c.head_dim + 16;
-    latent = kvctest::random_latent(rng, T, c.head_dim, latent_stride, c.nonfinite);
+    latent_stride_elems = c.head_dim + 16;
+    latent = kvctest::random_latent(rng, T, c.head_dim, latent_stride_elems, c.nonfinite);
     shape = kvctest::cache_shape(c.layout, c.head_dim, c.block_size, T / c.block_size + 3, c.padded);
     std::vector<int64_t> all(static_cast<size_t>(shape.pages * c.block_size));
     std::iota(all.begin(), all.end(), 0);
@@ -92,13 +92,13 @@ struct InsertProblem {
     r.layout = c.layout;
     r.cos_sin = c.table_bf16 ? static_cast<const void*>(d_table_bf16.ptr()) : d_table.ptr();
     r.cos_sin_dtype = c.table_bf16 ? kvc::DType::kBFloat16 : kvc::DType::kFloat32;
-    r.cos_sin_stride = table.stride;
+    r.cos_sin_stride_elems = table.stride;
     r.cos_sin_rows = table.rows;
     r.cache_slot = index(d_slot64, d_slot32);
     r.cache.data = d_cache.ptr();
     r.cache.block_size = c.block_size;
-    r.cache.page_stride = shape.page_stride;
-    r.cache.row_stride = shape.row_stride;
+    r.cache.page_stride_bytes = shape.page_stride;
+    r.cache.row_stride_bytes = shape.row_stride;
     r.cache.num_pages = num_pages;
     r.cache.scale = d_scale.ptr();
     r.sanitize = c.sanitize;
@@ -111,7 +111,7 @@ struct InsertProblem {
     p.head_dim = c.head_dim;
     p.num_tokens = c.tokens;
     p.latent = reinterpret_cast<const kvc::bf16_t*>(d_latent.ptr());
-    p.latent_stride = latent_stride;
+    p.latent_stride_elems = latent_stride_elems;
     p.positions = index(d_pos64, d_pos32);
     p.record = record_args();
     return p;
@@ -125,11 +125,11 @@ struct InsertProblem {
     in.rope_style = c.style == kvc::RopeStyle::kGptJ ? kvcref::RopeStyle::GptJ : kvcref::RopeStyle::NeoX;
     in.num_tokens = c.tokens;
     in.latent = latent.data();
-    in.latent_stride = latent_stride;
+    in.latent_stride_elems = latent_stride_elems;
     in.positions = positions.data();
     in.slot = slot.data();
     in.cos_sin = table.values.data();
-    in.cos_sin_stride = table.stride;
+    in.cos_sin_stride_elems = table.stride;
     in.layout = kvctest::ref_layout(c.layout);
     in.block_size = c.block_size;
     in.page_stride_bytes = shape.page_stride;
@@ -231,7 +231,7 @@ TEST_CASE("Op B: a CUDA graph captured once and replayed with new inputs") {
   KVC_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 3; ++replay) {
     // New inputs in the same buffers: latent values, positions and the poisoned cache.
-    prob.latent = kvctest::random_latent(rng, c.tokens, c.head_dim, prob.latent_stride, 0.0);
+    prob.latent = kvctest::random_latent(rng, c.tokens, c.head_dim, prob.latent_stride_elems, 0.0);
     prob.positions = kvctest::random_positions(rng, c.tokens, 4000);
     prob.cache_init = kvctest::random_bytes(rng, prob.cache_init.size());
     prob.d_latent.upload(prob.latent);
@@ -259,8 +259,8 @@ TEST_CASE("Op B: invalid arguments return an error and write nothing") {
       {"head dim 384", [](kvc::InsertParams& p) { p.head_dim = 384; }},
       {"fp8_ds_mla holds head dim 512", [](kvc::InsertParams& p) { p.head_dim = 256; }},
       {"latent is null", [](kvc::InsertParams& p) { p.latent = nullptr; }},
-      {"latent row stride", [](kvc::InsertParams& p) { p.latent_stride = 500; }},
-      {"page stride", [](kvc::InsertParams& p) { p.record.cache.page_stride = 64 * 584 - 16; }},
+      {"latent row stride", [](kvc::InsertParams& p) { p.latent_stride_elems = 500; }},
+      {"page stride", [](kvc::InsertParams& p) { p.record.cache.page_stride_bytes = 64 * 584 - 16; }},
       {"cos_sin is null", [](kvc::InsertParams& p) { p.record.cos_sin = nullptr; }},
       {"rope dim 32", [](kvc::InsertParams& p) { p.record.rope_dim = 32; }},
       {"cache slot is null", [](kvc::InsertParams& p) { p.record.cache_slot.data = nullptr; }},

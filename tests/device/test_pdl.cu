@@ -127,12 +127,12 @@ struct Setup {
     r.layout = kvc::CacheLayout::kFp8DsMla;
     r.rope_style = kvc::RopeStyle::kGptJ;
     r.cos_sin = d_table.ptr();
-    r.cos_sin_stride = 64;
+    r.cos_sin_stride_elems = 64;
     r.cos_sin_rows = table.rows;
     r.cache_slot = kvc::IndexPtr{d_cache_slot.ptr(), kvc::IndexType::kInt64};
     r.cache.block_size = block_size;
-    r.cache.page_stride = shape.page_stride;
-    r.cache.row_stride = shape.row_stride;
+    r.cache.page_stride_bytes = shape.page_stride;
+    r.cache.row_stride_bytes = shape.row_stride;
     r.cache.scale = d_scale.ptr();
     r.cache.data = cache;
     return r;
@@ -143,7 +143,7 @@ struct Setup {
     p.head_dim = a.head_dim;
     p.num_tokens = a.num_tokens;
     p.latent = a.latent;
-    p.latent_stride = a.latent_stride;
+    p.latent_stride_elems = a.latent_stride_elems;
     p.positions = a.positions;
     p.record = record(cache);
     return p;

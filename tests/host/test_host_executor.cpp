@@ -35,10 +35,10 @@ struct Members {
   kvc::Array<float, D> score[R];
 };
 
-/// contract §1 on the host. `latent` is [T, latent_stride] bf16 bits (pre-poisoned); `ring` is
+/// contract §1 on the host. `latent` is [T, latent_stride_elems] bf16 bits (pre-poisoned); `ring` is
 /// updated in place. Every ring read happens before the first ring store.
 template <int R, int D>
-void host_compress(const kvctest::Batch& b, std::vector<uint16_t>& latent, int64_t latent_stride,
+void host_compress(const kvctest::Batch& b, std::vector<uint16_t>& latent, int64_t latent_stride_elems,
                    std::vector<float>& ring) {
   const int64_t T = b.num_tokens();
   const kvc::RingLayout layout{b.capacity, b.ring_page_stride, b.ring_row_stride};
@@ -74,7 +74,7 @@ void host_compress(const kvctest::Batch& b, std::vector<uint16_t>& latent, int64
     const float inv = Norm::inv_rms(Norm::sum_squares(*pooled), b.eps);
     const kvc::Array<float, D> out = Norm::apply(*pooled, inv, *weight);
     for (int d = 0; d < D; ++d)
-      latent[static_cast<size_t>(t * latent_stride + d)] = kvc::float_to_bf16(out[d]);
+      latent[static_cast<size_t>(t * latent_stride_elems + d)] = kvc::float_to_bf16(out[d]);
   }
 
   if constexpr (R > 1) {
@@ -93,13 +93,13 @@ void host_compress(const kvctest::Batch& b, std::vector<uint16_t>& latent, int64
 
 /// Runtime (R, D) -> host_compress<R, D>, through the library's closed dispatch lists.
 kvc::Status run_host_compress(const kvctest::Batch& b, std::vector<uint16_t>& latent,
-                              int64_t latent_stride, std::vector<float>& ring) {
+                              int64_t latent_stride_elems, std::vector<float>& ring) {
   return kvc::dispatch_ratio(b.ratio, [&](auto r) {
     return kvc::dispatch_head_dim(b.head_dim, [&](auto d) {
       constexpr int kR = decltype(r)::value, kD = decltype(d)::value;
       // Only the combinations this file tests are instantiated (compile time).
       if constexpr ((kR == 1 || kR == 2 || kR == 4 || kR == 128) && (kD == 128 || kD == 512)) {
-        host_compress<kR, kD>(b, latent, latent_stride, ring);
+        host_compress<kR, kD>(b, latent, latent_stride_elems, ring);
         return kvc::Status::success();
       } else {
         return kvc::Status::not_supported("not instantiated in this test");
@@ -125,10 +125,10 @@ struct Outcome {
 Outcome run_and_compare(const kvctest::Batch& b) {
   const int64_t T = b.num_tokens();
   const int D = b.head_dim;
-  const int64_t latent_stride = D + 8;  // padded rows: the padding must stay poisoned too
-  std::vector<uint16_t> latent(static_cast<size_t>(T * latent_stride), kPoison);
+  const int64_t latent_stride_elems = D + 8;  // padded rows: the padding must stay poisoned too
+  std::vector<uint16_t> latent(static_cast<size_t>(T * latent_stride_elems), kPoison);
   std::vector<float> ring = b.ring;
-  const kvc::Status s = run_host_compress(b, latent, latent_stride, ring);
+  const kvc::Status s = run_host_compress(b, latent, latent_stride_elems, ring);
   REQUIRE_MESSAGE(s.ok(), s.message());
 
   const kvcref::CompressExpected want = kvcref::compress_reference(kvctest::reference_inputs(b));
@@ -138,8 +138,8 @@ Outcome run_and_compare(const kvctest::Batch& b) {
   for (int64_t t = 0; t < T; ++t) {
     const bool closes = want.closes[static_cast<size_t>(t)] != 0;
     o.closing += closes;
-    for (int64_t d = 0; d < latent_stride; ++d) {
-      const uint16_t got = latent[static_cast<size_t>(t * latent_stride + d)];
+    for (int64_t d = 0; d < latent_stride_elems; ++d) {
+      const uint16_t got = latent[static_cast<size_t>(t * latent_stride_elems + d)];
       char buf[224];
       if (!closes || d >= D) {
         if (got != kPoison && o.untouched_mismatches++ == 0) {
@@ -222,7 +222,7 @@ TEST_CASE("host executor == reference: hand-shaped batches, R = 2") {
     // vLLM's padded ring pages (row 2D, page 8208 for C = 8 at D = 512).
     s.ring_row_stride = 2 * D;
     s.ring_page_stride = 8 * 2 * D + 16;
-    s.kv_score_stride = 2 * D + 4;
+    s.kv_score_stride_elems = 2 * D + 4;
     CHECK(check_batch(kvctest::make_batch(rng, s), "padded strides") > 0);
     // Speculative steps: 4 tokens per request, ring C = 8 (vLLM's rule for 3 drafts).
     auto spec = shape_of(2, D, {{4, 11}, {4, 20}, {4, 5}});
@@ -308,7 +308,7 @@ TEST_CASE("host executor == reference: random batches, ratios 1/2/4/128, head di
       auto shape = kvctest::random_shape(rng, c.ratio, c.head_dim, c.num_reqs, c.max_chunk,
                                          c.max_start, 4);
       if (i % 2 == 1) {  // padded strides on every other batch
-        shape.kv_score_stride = (c.ratio > 1 ? 2 * c.head_dim : c.head_dim) + 8 * (1 + i % 3);
+        shape.kv_score_stride_elems = (c.ratio > 1 ? 2 * c.head_dim : c.head_dim) + 8 * (1 + i % 3);
         shape.ring_row_stride = 2 * c.head_dim + 4 * (i % 4);
         const int cap = kvctest::default_capacity(c.ratio);
         shape.ring_page_stride = cap * shape.ring_row_stride + 16 * (1 + i % 2);

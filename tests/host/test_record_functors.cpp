@@ -669,7 +669,7 @@ TEST_CASE("Fp8DsMlaLayout: static sizes and the byte map for block sizes 1, 16, 
     CHECK(L::min_page_bytes(B, 0) <= stride);
     kvc::CacheParams c;
     c.block_size = B;
-    c.page_stride = stride;
+    c.page_stride_bytes = stride;
     CHECK(L::check(c).ok());
     for (int64_t page : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{100000}}) {
       INFO("page ", page);
@@ -696,7 +696,7 @@ TEST_CASE("Fp8DsMlaLayout: static sizes and the byte map for block sizes 1, 16, 
   kvc::CacheParams c;
   c.block_size = 16;
   for (int64_t bad : {int64_t{9792 + 8}, int64_t{9345}, int64_t{584 * 16 + 4}}) {
-    c.page_stride = bad;
+    c.page_stride_bytes = bad;
     const kvc::Status s = L::check(c);
     INFO("page stride ", bad, ": ", s.message());
     CHECK_FALSE(s.ok());
@@ -705,7 +705,7 @@ TEST_CASE("Fp8DsMlaLayout: static sizes and the byte map for block sizes 1, 16, 
     CHECK(contains(s, "multiple of 16"));
     CHECK(contains(s, "fp8_ds_mla"));
   }
-  c.page_stride = 9344;  // 16 * 584, a multiple of 16
+  c.page_stride_bytes = 9344;  // 16 * 584, a multiple of 16
   CHECK(L::check(c).ok());
 }
 
@@ -725,8 +725,8 @@ void check_rows_layout(int record_bytes, const char* name, const char* prefix, b
       CHECK(L::min_page_bytes(B, row_stride) == min_page);
       kvc::CacheParams c;
       c.block_size = B;
-      c.row_stride = row_stride;
-      c.page_stride = page_stride;
+      c.row_stride_bytes = row_stride;
+      c.page_stride_bytes = page_stride;
       c.scale = &scale;
       CHECK(L::check(c).ok());
       for (int64_t page : {int64_t{0}, int64_t{3}, int64_t{50000}}) {
@@ -745,8 +745,8 @@ void check_rows_layout(int record_bytes, const char* name, const char* prefix, b
   c.block_size = 16;
   c.scale = &scale;
   // Row stride smaller than a record.
-  c.row_stride = record_bytes - 16;
-  c.page_stride = 16 * record_bytes;
+  c.row_stride_bytes = record_bytes - 16;
+  c.page_stride_bytes = 16 * record_bytes;
   kvc::Status s = L::check(c);
   {
     INFO(s.message());
@@ -759,8 +759,8 @@ void check_rows_layout(int record_bytes, const char* name, const char* prefix, b
   // Misaligned row stride, misaligned page stride.
   for (auto strides : {std::make_pair(int64_t{record_bytes} + 8, int64_t{1} << 20),
                        std::make_pair(int64_t{record_bytes}, (int64_t{1} << 20) + 4)}) {
-    c.row_stride = strides.first;
-    c.page_stride = strides.second;
+    c.row_stride_bytes = strides.first;
+    c.page_stride_bytes = strides.second;
     s = L::check(c);
     INFO("row stride ", strides.first, ", page stride ", strides.second, ": ", s.message());
     CHECK_FALSE(s.ok());
@@ -770,8 +770,8 @@ void check_rows_layout(int record_bytes, const char* name, const char* prefix, b
     CHECK(contains(s, "multiples of 16"));
   }
   // Null scale.
-  c.row_stride = record_bytes;
-  c.page_stride = 16 * record_bytes;
+  c.row_stride_bytes = record_bytes;
+  c.page_stride_bytes = 16 * record_bytes;
   c.scale = nullptr;
   s = L::check(c);
   if (needs_scale) {

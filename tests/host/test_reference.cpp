@@ -285,7 +285,7 @@ struct OpA {
   CompressExpected run() const {
     CompressInputs in;
     in.head_dim = D; in.ratio = R; in.num_tokens = static_cast<int64_t>(pos.size());
-    in.kv_score = kvs.data(); in.kv_score_stride = kstride();
+    in.kv_score = kvs.data(); in.kv_score_stride_elems = kstride();
     in.positions = pos.data(); in.slot = slot.data();
     in.qsl = qsl.data(); in.num_reqs = static_cast<int>(qsl.size()) - 1; in.req = req.data();
     in.ring = ring.data(); in.ring_capacity = C;
@@ -449,9 +449,9 @@ struct SmallRows {
     InsertInputs in;
     in.head_dim = 8; in.rope_dim = 4; in.ratio = 2; in.rope_style = style;
     in.num_tokens = static_cast<int64_t>(pos.size());
-    in.latent = lat.data(); in.latent_stride = 9;
+    in.latent = lat.data(); in.latent_stride_elems = 9;
     in.positions = pos.data(); in.slot = slot.data();
-    in.cos_sin = cs.data(); in.cos_sin_stride = 4;
+    in.cos_sin = cs.data(); in.cos_sin_stride_elems = 4;
     in.layout = layout; in.block_size = 4;
     return in;
   }
@@ -554,9 +554,9 @@ struct DsMla {
   }
   InsertExpected run(bool sanitize, const std::vector<uint8_t>& init) const {
     InsertInputs in;
-    in.num_tokens = 1; in.latent = lat.data(); in.latent_stride = 512;
+    in.num_tokens = 1; in.latent = lat.data(); in.latent_stride_elems = 512;
     in.positions = pos.data(); in.slot = slot.data();
-    in.cos_sin = cs.data(); in.cos_sin_stride = 64;
+    in.cos_sin = cs.data(); in.cos_sin_stride_elems = 64;
     in.layout = Layout::Fp8DsMla; in.block_size = 2; in.page_stride_bytes = kPage;
     in.sanitize = sanitize;
     return insert_reference(in, init);
@@ -678,7 +678,7 @@ TEST_CASE("Op A + Op B: model-sized call runs quickly") {
   std::vector<float> ring(static_cast<size_t>(C * 2 * D), 0.5f);
   std::vector<uint16_t> w(D, 0x3f80);
   CompressInputs a;
-  a.head_dim = D; a.ratio = R; a.num_tokens = T; a.kv_score = kvs.data(); a.kv_score_stride = 2 * D;
+  a.head_dim = D; a.ratio = R; a.num_tokens = T; a.kv_score = kvs.data(); a.kv_score_stride_elems = 2 * D;
   a.positions = pos.data(); a.slot = slot.data(); a.qsl = qsl.data(); a.num_reqs = 1; a.req = req.data();
   a.ring = ring.data(); a.ring_capacity = C; a.ring_page_stride = C * 2 * D; a.ring_row_stride = 2 * D;
   a.ring_elems = static_cast<int64_t>(ring.size()); a.weight = w.data();
@@ -690,8 +690,8 @@ TEST_CASE("Op A + Op B: model-sized call runs quickly") {
   std::vector<int64_t> cslot(T);
   for (int64_t t = 0; t < T; ++t) cslot[t] = t / 2;
   InsertInputs b;
-  b.num_tokens = T; b.latent = lat.data(); b.latent_stride = D; b.positions = pos.data(); b.slot = cslot.data();
-  b.cos_sin = cs.data(); b.cos_sin_stride = 64; b.block_size = 64; b.page_stride_bytes = 64 * 584;
+  b.num_tokens = T; b.latent = lat.data(); b.latent_stride_elems = D; b.positions = pos.data(); b.slot = cslot.data();
+  b.cos_sin = cs.data(); b.cos_sin_stride_elems = 64; b.block_size = 64; b.page_stride_bytes = 64 * 584;
   const auto eb = insert_reference(b, std::vector<uint8_t>(static_cast<size_t>((T / 128 + 1) * 64 * 584), 0));
   int64_t n = 0;
   for (auto x : eb.written) n += x;
@@ -929,7 +929,7 @@ TEST_CASE("fused reference: Op A's skips first, then the record rules on closing
   a.slot[9] = -1;          // t9 (p9, closes) ring padding
   CompressInputs ca;
   ca.head_dim = 8; ca.ratio = 2; ca.num_tokens = static_cast<int64_t>(a.pos.size());
-  ca.kv_score = a.kvs.data(); ca.kv_score_stride = a.kstride();
+  ca.kv_score = a.kvs.data(); ca.kv_score_stride_elems = a.kstride();
   ca.positions = a.pos.data(); ca.slot = a.slot.data();
   ca.qsl = a.qsl.data(); ca.num_reqs = 2; ca.req = a.req.data();
   ca.ring = a.ring.data(); ca.ring_capacity = 4; ca.ring_page_stride = a.page_stride;
@@ -943,7 +943,7 @@ TEST_CASE("fused reference: Op A's skips first, then the record rules on closing
   // their slot. Then the table bound: none here (g 8 of t9 would be past it, but t9 does not close).
   std::vector<float> table(10 * 4, 0.25f);
   InsertInputs b;
-  b.rope_dim = 4; b.slot = cs.data(); b.cos_sin = table.data(); b.cos_sin_stride = 4;
+  b.rope_dim = 4; b.slot = cs.data(); b.cos_sin = table.data(); b.cos_sin_stride_elems = 4;
   b.layout = Layout::Bf16Rows; b.block_size = 4; b.page_stride_bytes = 4 * 16; b.row_stride_bytes = 16;
   b.num_pages = 3; b.cos_sin_rows = 6;
   const std::vector<uint8_t> init(4 * 64, 0x33);
@@ -964,7 +964,7 @@ TEST_CASE("fused reference: Op A's skips first, then the record rules on closing
   std::vector<uint16_t> lat(static_cast<size_t>(11 * 8), 0x3f80);
   InsertInputs alone = b;
   alone.ratio = 2; alone.head_dim = 8; alone.num_tokens = 11; alone.positions = a.pos.data();
-  alone.latent = lat.data(); alone.latent_stride = 8; alone.cos_sin_rows = 10;
+  alone.latent = lat.data(); alone.latent_stride_elems = 8; alone.cos_sin_rows = 10;
   const auto ob = insert_reference(alone, init);
   CHECK(ob.written == std::vector<uint8_t>{0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0});
   CHECK_MESSAGE(ob.errors == counts(0, 1, 1, 0), str(ob.errors));

@@ -53,20 +53,20 @@ kvc::CompressParams valid_params(int ratio, int head_dim = 512,
   p.num_tokens = 5;
   const int64_t width = ratio > 1 ? 2 * head_dim : head_dim;
   p.kv_score = at(0);
-  p.kv_score_stride = width + 32;
+  p.kv_score_stride_elems = width + 32;
   p.positions = kvc::IndexPtr{at(4096), kvc::IndexType::kInt64};
   p.slot = kvc::IndexPtr{at(4096 + 64), kvc::IndexType::kInt32};
   p.weight = at<const kvc::bf16_t>(8192);
   p.eps = 1e-20f;
   p.latent = at<kvc::bf16_t>(12288);
-  p.latent_stride = head_dim + 64;
+  p.latent_stride_elems = head_dim + 64;
   if (ratio > 1) {
     p.qsl = at<const int32_t>(16384);
     p.qsl_size = 3;
     p.req = at<const int32_t>(16384 + 64);
     p.ring = at(20480);
     p.ring_layout = kvc::RingLayout{8 > ratio ? 8 : ratio, 0, 2 * int64_t{head_dim}};
-    p.ring_layout.page_stride = p.ring_layout.capacity * p.ring_layout.row_stride + 16;
+    p.ring_layout.page_stride_elems = p.ring_layout.capacity * p.ring_layout.row_stride_elems + 16;
   }
   return p;
 }
@@ -139,9 +139,9 @@ std::vector<Broken> common_cases() {
       {"latent null", [](auto& p) { p.latent = nullptr; }, kInvalid, {"latent is null"}},
       {"latent misaligned", [](auto& p) { p.latent = at<kvc::bf16_t>(12288 + 4); }, kInvalid,
        {"latent address", "not aligned to 8 bytes"}},
-      {"latent stride short", [](auto& p) { p.latent_stride = 500; }, kInvalid,
+      {"latent stride short", [](auto& p) { p.latent_stride_elems = 500; }, kInvalid,
        {"latent row stride 500", "smaller than", "512"}},
-      {"latent stride odd", [](auto& p) { p.latent_stride = 514; }, kInvalid,
+      {"latent stride odd", [](auto& p) { p.latent_stride_elems = 514; }, kInvalid,
        {"latent row stride 514", "not a multiple of 4 elements"}},
       {"eps NaN", [](auto& p) { p.eps = std::numeric_limits<float>::quiet_NaN(); }, kInvalid,
        {"eps", "finite"}},
@@ -151,9 +151,9 @@ std::vector<Broken> common_cases() {
       {"eps zero", [](auto& p) { p.eps = 0.f; }, kInvalid, {"eps 0.000000", "finite and > 0"}},
       {"errors misaligned", [](auto& p) { p.errors = at<kvc::ErrorCounters>(48000 + 2); },
        kInvalid, {"errors address", "not aligned to 4 bytes"}},
-      {"kv_score stride past the bound", [](auto& p) { p.kv_score_stride = int64_t{1} << 62; },
+      {"kv_score stride past the bound", [](auto& p) { p.kv_score_stride_elems = int64_t{1} << 62; },
        kInvalid, {"kv_score row stride 4611686018427387904 elements", "2^48 bytes"}},
-      {"latent stride past the bound", [](auto& p) { p.latent_stride = int64_t{1} << 62; },
+      {"latent stride past the bound", [](auto& p) { p.latent_stride_elems = int64_t{1} << 62; },
        kInvalid, {"latent row stride 4611686018427387904 elements", "2^48 bytes"}},
   };
 }
@@ -172,17 +172,17 @@ TEST_CASE("compress_can_implement: the valid launches pass") {
       }
   // vLLM's exact shapes: rows of 2D = 1024 floats, pages of 8208.
   auto p = valid_params(2);
-  p.kv_score_stride = 1024;
-  p.latent_stride = 512;
+  p.kv_score_stride_elems = 1024;
+  p.latent_stride_elems = 512;
   p.ring_layout = kvc::RingLayout{8, 8208, 1024};
   CHECK(kvc::compress_can_implement(p).ok());
   // Ratio 1 needs no ring, qsl or req.
   auto q = valid_params(1);
   CHECK(q.ring == nullptr);
   CHECK(q.qsl == nullptr);
-  q.kv_score_stride = 512;
+  q.kv_score_stride_elems = 512;
   CHECK(kvc::compress_can_implement(q).ok());
-  q.kv_score_stride = 1000;  // >= D and a multiple of 4 floats: fine for R = 1
+  q.kv_score_stride_elems = 1000;  // >= D and a multiple of 4 floats: fine for R = 1
   CHECK(kvc::compress_can_implement(q).ok());
 }
 
@@ -204,9 +204,9 @@ TEST_CASE("compress_can_implement: num_tokens == 0 is a no-op success, even with
 TEST_CASE("compress_can_implement, ratio 2: each broken condition gives its own status") {
   auto cases = common_cases();
   const std::vector<Broken> ring_cases = {
-      {"kv_score stride short", [](auto& p) { p.kv_score_stride = 1000; }, kInvalid,
+      {"kv_score stride short", [](auto& p) { p.kv_score_stride_elems = 1000; }, kInvalid,
        {"kv_score row stride 1000", "smaller than", "2 * head_dim", "1024"}},
-      {"kv_score stride odd", [](auto& p) { p.kv_score_stride = 1026; }, kInvalid,
+      {"kv_score stride odd", [](auto& p) { p.kv_score_stride_elems = 1026; }, kInvalid,
        {"kv_score row stride 1026", "not a multiple of 4 elements"}},
       {"qsl null", [](auto& p) { p.qsl = nullptr; }, kInvalid, {"qsl is null"}},
       {"qsl misaligned", [](auto& p) { p.qsl = at<const int32_t>(16384 + 2); }, kInvalid,
@@ -223,20 +223,20 @@ TEST_CASE("compress_can_implement, ratio 2: each broken condition gives its own 
        {"ring capacity 1", "smaller than the compress ratio 2"}},
       {"ring capacity 0", [](auto& p) { p.ring_layout.capacity = 0; }, kInvalid,
        {"ring capacity 0"}},
-      {"ring row stride short", [](auto& p) { p.ring_layout.row_stride = 1020; }, kInvalid,
+      {"ring row stride short", [](auto& p) { p.ring_layout.row_stride_elems = 1020; }, kInvalid,
        {"ring row stride 1020", "smaller than", "1024"}},
-      {"ring row stride odd", [](auto& p) { p.ring_layout.row_stride = 1030; }, kInvalid,
+      {"ring row stride odd", [](auto& p) { p.ring_layout.row_stride_elems = 1030; }, kInvalid,
        {"ring row stride 1030", "not a multiple of 4 elements"}},
-      {"ring pages overlap", [](auto& p) { p.ring_layout.page_stride = 8 * 1024 - 4; }, kInvalid,
+      {"ring pages overlap", [](auto& p) { p.ring_layout.page_stride_elems = 8 * 1024 - 4; }, kInvalid,
        {"ring page stride 8188", "overlaps", "8192"}},
-      {"ring page stride odd", [](auto& p) { p.ring_layout.page_stride = 8210; }, kInvalid,
+      {"ring page stride odd", [](auto& p) { p.ring_layout.page_stride_elems = 8210; }, kInvalid,
        {"ring page stride 8210", "not a multiple of 4 elements"}},
       {"qsl_size past the bound", [](auto& p) { p.qsl_size = int64_t{1} << 62; }, kInvalid,
        {"qsl_size 4611686018427387904 elements", "2^48 bytes"}},
-      {"ring row stride past the bound", [](auto& p) { p.ring_layout.row_stride = int64_t{1} << 62; },
+      {"ring row stride past the bound", [](auto& p) { p.ring_layout.row_stride_elems = int64_t{1} << 62; },
        kInvalid, {"ring row stride 4611686018427387904 elements", "2^48 bytes"}},
       {"ring page stride past the bound",
-       [](auto& p) { p.ring_layout.page_stride = int64_t{1} << 62; }, kInvalid,
+       [](auto& p) { p.ring_layout.page_stride_elems = int64_t{1} << 62; }, kInvalid,
        {"ring page stride 4611686018427387904 elements", "2^48 bytes"}},
       {"ring num_blocks -2", [](auto& p) { p.ring_layout.num_blocks = -2; }, kInvalid,
        {"ring num_blocks -2", "-1 (not given) or >= 0"}},
@@ -253,9 +253,9 @@ TEST_CASE("compress_can_implement, ratio 2: each broken condition gives its own 
 
 TEST_CASE("compress_can_implement, ratio 1: kv rows are D wide, ring/qsl/req are not needed") {
   auto cases = common_cases();
-  cases.push_back({"kv_score stride short", [](auto& p) { p.kv_score_stride = 510; }, kInvalid,
+  cases.push_back({"kv_score stride short", [](auto& p) { p.kv_score_stride_elems = 510; }, kInvalid,
                    {"kv_score row stride 510", "smaller than", "head_dim", "512"}});
-  cases.push_back({"kv_score stride odd", [](auto& p) { p.kv_score_stride = 1001; }, kInvalid,
+  cases.push_back({"kv_score stride odd", [](auto& p) { p.kv_score_stride_elems = 1001; }, kInvalid,
                    {"kv_score row stride 1001", "not a multiple of 4 elements"}});
   const auto messages = check_broken(valid_params(1), cases);
   const std::set<std::string> distinct(messages.begin(), messages.end());
@@ -269,7 +269,7 @@ TEST_CASE("compress_can_implement: vector width follows dtype and head dim") {
   CHECK(kvc::compress_vector_elems(128, kvc::DType::kBFloat16) == 4);
   // bf16 input, D = 512: 8-element (16-byte) vectors.
   auto p = valid_params(2, 512, kvc::DType::kBFloat16);
-  p.kv_score_stride = 1028;
+  p.kv_score_stride_elems = 1028;
   kvc::Status s = kvc::compress_can_implement(p);
   CHECK(s.code() == kInvalid);
   CHECK(contains(s.message(), "kv_score row stride 1028 is not a multiple of 8 elements"));
@@ -283,14 +283,14 @@ TEST_CASE("compress_can_implement: vector width follows dtype and head dim") {
   CHECK(contains(s.message(), "latent address"));
   // D = 128, fp32: 4-float vectors; a 2D + 4 stride is fine.
   p = valid_params(4, 128);
-  p.kv_score_stride = 260;
+  p.kv_score_stride_elems = 260;
   CHECK(kvc::compress_can_implement(p).ok());
-  p.kv_score_stride = 258;
+  p.kv_score_stride_elems = 258;
   CHECK_FALSE(kvc::compress_can_implement(p).ok());
   // Larger ratios need larger rings.
   p = valid_params(128, 512);
   p.ring_layout.capacity = 64;
-  p.ring_layout.page_stride = 64 * 1024;
+  p.ring_layout.page_stride_elems = 64 * 1024;
   s = kvc::compress_can_implement(p);
   CHECK(contains(s.message(), "ring capacity 64 is smaller than the compress ratio 128"));
 }
@@ -299,7 +299,7 @@ TEST_CASE("compress_can_implement: the first violated condition is the one repor
   auto p = valid_params(2);
   p.weight = nullptr;
   p.ring = nullptr;
-  p.kv_score_stride = 1026;
+  p.kv_score_stride_elems = 1026;
   const kvc::Status s = kvc::compress_can_implement(p);
   CHECK(contains(s.message(), "kv_score row stride 1026"));
   CHECK_FALSE(contains(s.message(), "weight"));
@@ -374,12 +374,12 @@ kvc::RecordArgs valid_record() {
   kvc::RecordArgs r;
   r.layout = kvc::CacheLayout::kFp8DsMla;
   r.cos_sin = at(32768);
-  r.cos_sin_stride = 64;
+  r.cos_sin_stride_elems = 64;
   r.cos_sin_rows = 4096;
   r.cache_slot = kvc::IndexPtr{at(36864), kvc::IndexType::kInt64};
   r.cache.data = at(40960);
   r.cache.block_size = 64;
-  r.cache.page_stride = 37440;
+  r.cache.page_stride_bytes = 37440;
   return r;
 }
 
@@ -389,7 +389,7 @@ kvc::InsertParams valid_insert(int ratio) {
   b.head_dim = 512;
   b.num_tokens = 5;
   b.latent = at<const kvc::bf16_t>(12288);
-  b.latent_stride = 512;
+  b.latent_stride_elems = 512;
   b.positions = kvc::IndexPtr{at(4096), kvc::IndexType::kInt64};
   b.record = valid_record();
   return b;
@@ -401,8 +401,8 @@ std::string message_of(const kvc::Status& s) { return s.message(); }
 kvc::InsertParams valid_fp8_rows_insert(int ratio) {
   kvc::InsertParams b = valid_insert(ratio);
   b.record.layout = kvc::CacheLayout::kFp8Rows;
-  b.record.cache.row_stride = 512;
-  b.record.cache.page_stride = 64 * 512;
+  b.record.cache.row_stride_bytes = 512;
+  b.record.cache.page_stride_bytes = 64 * 512;
   b.record.cache.scale = at<const float>(36864 + 256);
   return b;
 }
@@ -427,29 +427,29 @@ TEST_CASE("insert/fused_can_implement: valid calls pass; broken ones give the ex
   CHECK(message_of(kvc::insert_can_implement(b)) ==
         "rope dim 32 is not compiled; the host API supports 64");
   b = valid_insert(2);
-  b.record.cache.page_stride = 37360;
+  b.record.cache.page_stride_bytes = 37360;
   CHECK(message_of(kvc::insert_can_implement(b)) ==
         "fp8_ds_mla page stride 37360 bytes is smaller than the page, 37376 bytes");
   b = valid_insert(2);
-  b.record.cache.page_stride = 37448;
+  b.record.cache.page_stride_bytes = 37448;
   CHECK(message_of(kvc::insert_can_implement(b)) ==
         "fp8_ds_mla page stride 37448 bytes is not a multiple of 16");
   b = valid_insert(2);
   b.record.cache.num_pages = -2;
   CHECK(message_of(kvc::insert_can_implement(b)) == "num_pages -2 must be -1 (not given) or >= 0");
   b = valid_insert(2);
-  b.record.cos_sin_stride = 32;
+  b.record.cos_sin_stride_elems = 32;
   CHECK(message_of(kvc::insert_can_implement(b)) ==
         "cos_sin row stride 32 is smaller than the rope dim 64");
   b = valid_insert(2);
   b.record.cos_sin_rows = 0;
   CHECK(message_of(kvc::insert_can_implement(b)) == "cos_sin_rows 0 must be >= 1");
   b = valid_insert(2);
-  b.latent_stride = 514;
+  b.latent_stride_elems = 514;
   CHECK(message_of(kvc::insert_can_implement(b)) ==
         "latent row stride 514 is not a multiple of 8 elements");
   b = valid_insert(2);
-  b.latent_stride = 500;
+  b.latent_stride_elems = 500;
   CHECK(message_of(kvc::insert_can_implement(b)) ==
         "latent row stride 500 is smaller than head_dim = 512");
   b = valid_insert(2);
@@ -465,7 +465,7 @@ TEST_CASE("insert/fused_can_implement: valid calls pass; broken ones give the ex
   f.record.cache.block_size = 0;
   CHECK(message_of(kvc::fused_can_implement(f)) == "cache block size 0 must be >= 1");
   f = {valid_params(2), valid_record()};
-  f.compress.ring_layout.page_stride = 8 * 1024 - 4;
+  f.compress.ring_layout.page_stride_elems = 8 * 1024 - 4;
   CHECK(message_of(kvc::fused_can_implement(f)) ==
         "ring page stride 8188 overlaps the next page: it must be >= capacity * row stride = 8192");
   f.compress.ratio = 3;
@@ -484,7 +484,7 @@ TEST_CASE("Op A messages are exact") {
   CHECK(message_of(kvc::compress_can_implement(p)) ==
         "qsl_size 1 must be num_reqs + 1 >= 2 when compress ratio > 1");
   p = valid_params(2);
-  p.ring_layout.page_stride = 8210;
+  p.ring_layout.page_stride_elems = 8210;
   CHECK(message_of(kvc::compress_can_implement(p)) ==
         "ring page stride 8210 is not a multiple of 4 elements");
   p = valid_params(2);
@@ -500,7 +500,7 @@ TEST_CASE("Op A messages are exact") {
   CHECK(message_of(kvc::compress_can_implement(p)) ==
         "head dim 384 is not one of the compiled head dims {128, 256, 512}");
   p = valid_params(1);
-  p.kv_score_stride = 510;
+  p.kv_score_stride_elems = 510;
   CHECK(message_of(kvc::compress_can_implement(p)) ==
         "kv_score row stride 510 is smaller than the row width head_dim = 512");
 }
@@ -519,7 +519,7 @@ TEST_CASE("validating valid params allocates nothing") {
   CHECK(ok);
   // A failing check builds its message (and may allocate): the counter does see it.
   auto broken = valid_params(2);
-  broken.ring_layout.page_stride = 8 * 1024 - 4;
+  broken.ring_layout.page_stride_elems = 8 * 1024 - 4;
   CHECK(allocations_of([&] { ok = kvc::compress_can_implement(broken).ok(); }) > 0);
   CHECK_FALSE(ok);
 }
@@ -553,8 +553,8 @@ TEST_CASE("validate_dispatch_*: one validation, then the matching instance") {
   // Op B: Int<R>, Int<D>, the layout type.
   auto b = valid_insert(2);
   b.record.layout = kvc::CacheLayout::kBf16Rows;
-  b.record.cache.row_stride = 1024;
-  b.record.cache.page_stride = 64 * 1024;
+  b.record.cache.row_stride_bytes = 1024;
+  b.record.cache.page_stride_bytes = 64 * 1024;
   s = kvc::detail::validate_dispatch_insert(b, [&](auto r, auto d, auto layout) {
     ++calls;
     CHECK(decltype(r)::value == 2);
@@ -564,7 +564,7 @@ TEST_CASE("validate_dispatch_*: one validation, then the matching instance") {
   });
   CHECK(s.ok());
   CHECK(calls == 1);
-  b.record.cache.row_stride = 1000;
+  b.record.cache.row_stride_bytes = 1000;
   s = kvc::detail::validate_dispatch_insert(b, count);
   CHECK(message_of(s) == message_of(kvc::insert_can_implement(b)));
   CHECK(message_of(s) == "bf16 rows: row stride 1000 bytes is smaller than a record, 1024");
@@ -643,8 +643,8 @@ TEST_CASE("fp8_rows: the per-tensor scale must be non-null and fp32-aligned") {
   CHECK(message_of(kvc::fused_can_implement(f)) == want);
   // Other head dims dispatch to Fp8RowsLayout<D, 64>: checked the same way.
   f = {valid_params(2, 256), b.record};
-  f.record.cache.row_stride = 256;
-  f.record.cache.page_stride = 64 * 256;
+  f.record.cache.row_stride_bytes = 256;
+  f.record.cache.page_stride_bytes = 64 * 256;
   CHECK(message_of(kvc::fused_can_implement(f)) == want);
   // Layouts without a scale do not look at it.
   auto d = valid_insert(2);
@@ -853,17 +853,17 @@ TEST_CASE("detail::mul_fits and buffer_bound: exact, never overflowing") {
 
 TEST_CASE("Op A: strides and sizes past 2^48 bytes are rejected before they are multiplied") {
   auto p = valid_params(2);
-  p.kv_score_stride = k2to62;
+  p.kv_score_stride_elems = k2to62;
   check_compress_rejects(p, "kv_score row stride 4611686018427387904 elements" + kFp32Bound);
   p = valid_params(2);
   p.num_tokens = int64_t{1} << 30;
-  p.kv_score_stride = int64_t{1} << 17;  // 2^47 elements in all
+  p.kv_score_stride_elems = int64_t{1} << 17;  // 2^47 elements in all
   check_compress_rejects(
       p, "num_tokens * kv_score row stride = 1073741824 * 131072 elements" + kFp32Bound);
-  p.kv_score_stride = int64_t{1} << 16;  // 2^46 elements: exactly the bound
+  p.kv_score_stride_elems = int64_t{1} << 16;  // 2^46 elements: exactly the bound
   CHECK(kvc::compress_can_implement(p).ok());
   p = valid_params(2);
-  p.latent_stride = k2to62;
+  p.latent_stride_elems = k2to62;
   check_compress_rejects(p, "latent row stride 4611686018427387904 elements" + kBf16Bound);
   p = valid_params(2);
   p.num_tokens = int64_t{1} << 31;  // the int32 limit comes first
@@ -871,8 +871,8 @@ TEST_CASE("Op A: strides and sizes past 2^48 bytes are rejected before they are 
         "num_tokens 2147483648 exceeds the int32 range of qsl");
   p = valid_params(2);
   p.num_tokens = int64_t{1} << 30;
-  p.kv_score_stride = 1056;
-  p.latent_stride = int64_t{1} << 18;  // 2^48 bf16 elements
+  p.kv_score_stride_elems = 1056;
+  p.latent_stride_elems = int64_t{1} << 18;  // 2^48 bf16 elements
   check_compress_rejects(
       p, "num_tokens * latent row stride = 1073741824 * 262144 elements" + kBf16Bound);
   // The fused op with a null latent does not look at its stride.
@@ -885,25 +885,25 @@ TEST_CASE("Op A: strides and sizes past 2^48 bytes are rejected before they are 
 
   // The ring (fp32 here; bf16 has twice the elements).
   p = valid_params(2);
-  p.ring_layout.row_stride = k2to62;  // the old check multiplied it by the capacity: it wrapped
-  p.ring_layout.page_stride = k2to62;
+  p.ring_layout.row_stride_elems = k2to62;  // the old check multiplied it by the capacity: it wrapped
+  p.ring_layout.page_stride_elems = k2to62;
   check_compress_rejects(p, "ring row stride 4611686018427387904 elements" + kFp32Bound);
   p = valid_params(2);
-  p.ring_layout.page_stride = k2to62;
+  p.ring_layout.page_stride_elems = k2to62;
   check_compress_rejects(p, "ring page stride 4611686018427387904 elements" + kFp32Bound);
   p = valid_params(2);
   p.ring_layout.capacity = 1 << 30;
-  p.ring_layout.row_stride = int64_t{1} << 20;
+  p.ring_layout.row_stride_elems = int64_t{1} << 20;
   check_compress_rejects(
       p, "ring capacity * row stride = 1073741824 * 1048576 elements" + kFp32Bound);
   p = valid_params(2, 512, kvc::DType::kBFloat16);
-  p.ring_layout.row_stride = (int64_t{1} << 47) + 8;
+  p.ring_layout.row_stride_elems = (int64_t{1} << 47) + 8;
   CHECK(message_of(kvc::compress_can_implement(p)) ==
         "ring row stride 140737488355336 elements" + kBf16Bound);
   // Exactly at the bound: 8 rows of 2^43 floats = 2^46 elements = 2^48 bytes, one block.
   p = valid_params(2);
-  p.ring_layout.row_stride = int64_t{1} << 43;
-  p.ring_layout.page_stride = int64_t{1} << 46;
+  p.ring_layout.row_stride_elems = int64_t{1} << 43;
+  p.ring_layout.page_stride_elems = int64_t{1} << 46;
   CHECK(kvc::compress_can_implement(p).ok());
   p.ring_layout.num_blocks = 1;
   CHECK(kvc::compress_can_implement(p).ok());
@@ -948,7 +948,7 @@ TEST_CASE("Op A: ring num_blocks is -1 or >= 0 and bounds the whole ring (ratio 
   // Ratio 1 has no ring: num_blocks (and the ring strides) are not looked at.
   auto q = valid_params(1);
   q.ring_layout.num_blocks = -5;
-  q.ring_layout.row_stride = k2to62;
+  q.ring_layout.row_stride_elems = k2to62;
   CHECK(kvc::compress_can_implement(q).ok());
   CHECK(kvc::fused_can_implement({q, valid_record()}).ok());
 }
@@ -1005,31 +1005,31 @@ TEST_CASE("eps must be finite and > 0: eps = 0 would make an all-zero row NaN") 
 
 TEST_CASE("records: cache and cos_sin strides and sizes past 2^48 bytes are rejected") {
   auto r = valid_record();
-  r.cache.page_stride = k2to62;
+  r.cache.page_stride_bytes = k2to62;
   check_record_rejects(r, "cache page stride 4611686018427387904 bytes" + kBound);
   r = valid_record();
-  r.cache.row_stride = int64_t{1} << 58;  // ignored by fp8_ds_mla, but no buffer is that large
+  r.cache.row_stride_bytes = int64_t{1} << 58;  // ignored by fp8_ds_mla, but no buffer is that large
   check_record_rejects(r, "cache row stride 288230376151711744 bytes" + kBound);
   // bf16 rows: a row stride of 2^58 with a 64 KiB page used to wrap (B - 1) * row stride.
   auto bf16 = valid_record();
   bf16.layout = kvc::CacheLayout::kBf16Rows;
-  bf16.cache.row_stride = 1024;
-  bf16.cache.page_stride = 64 * 1024;
+  bf16.cache.row_stride_bytes = 1024;
+  bf16.cache.page_stride_bytes = 64 * 1024;
   CHECK(kvc::record_can_implement(bf16, 512).ok());
   r = bf16;
-  r.cache.row_stride = int64_t{1} << 58;
+  r.cache.row_stride_bytes = int64_t{1} << 58;
   check_record_rejects(r, "cache row stride 288230376151711744 bytes" + kBound);
   r = bf16;
   r.cache.block_size = 1 << 20;
-  r.cache.row_stride = int64_t{1} << 30;
+  r.cache.row_stride_bytes = int64_t{1} << 30;
   check_record_rejects(r, "cache block size * row stride = 1048576 * 1073741824 bytes" + kBound);
   // fp8 rows go through the same checks.
   auto fp8 = valid_fp8_rows_insert(2).record;
-  fp8.cache.row_stride = int64_t{1} << 58;
+  fp8.cache.row_stride_bytes = int64_t{1} << 58;
   check_record_rejects(fp8, "cache row stride 288230376151711744 bytes" + kBound);
   // fp8_ds_mla may leave row_stride 0 (it has no rows of its own).
   r = valid_record();
-  r.cache.row_stride = 0;
+  r.cache.row_stride_bytes = 0;
   CHECK(kvc::record_can_implement(r, 512).ok());
 
   // num_pages bounds the whole cache.
@@ -1049,7 +1049,7 @@ TEST_CASE("records: cache and cos_sin strides and sizes past 2^48 bytes are reje
 
   // The rotary table.
   r = valid_record();
-  r.cos_sin_stride = k2to62;
+  r.cos_sin_stride_elems = k2to62;
   check_record_rejects(r, "cos_sin row stride 4611686018427387904 elements" + kFp32Bound);
   r = valid_record();
   r.cos_sin_dtype = kvc::DType::kBFloat16;
@@ -1061,13 +1061,13 @@ TEST_CASE("records: cache and cos_sin strides and sizes past 2^48 bytes are reje
 
   // Op B's latent.
   auto b = valid_insert(2);
-  b.latent_stride = k2to62;
+  b.latent_stride_elems = k2to62;
   CHECK(message_of(kvc::insert_can_implement(b)) ==
         "latent row stride 4611686018427387904 elements" + kBf16Bound);
   CHECK(launches_insert(b) == 0);
   b = valid_insert(2);
   b.num_tokens = int64_t{1} << 30;
-  b.latent_stride = int64_t{1} << 18;
+  b.latent_stride_elems = int64_t{1} << 18;
   CHECK(message_of(kvc::insert_can_implement(b)) ==
         "num_tokens * latent row stride = 1073741824 * 262144 elements" + kBf16Bound);
   CHECK(launches_insert(b) == 0);

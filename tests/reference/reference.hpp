@@ -264,7 +264,7 @@ struct CompressInputs {
   int head_dim = 512;           // D
   int ratio = 2;                // R
   int64_t num_tokens = 0;       // T
-  const float* kv_score = nullptr; int64_t kv_score_stride = 0;  // elements
+  const float* kv_score = nullptr; int64_t kv_score_stride_elems = 0;  // elements
   const int64_t* positions = nullptr;
   const int64_t* slot = nullptr;        // ring slot (R > 1); < 0 = padding
   const int32_t* qsl = nullptr; int num_reqs = 0;  // num_reqs + 1 entries
@@ -331,7 +331,7 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
   };
   auto kv_row = [&](int64_t t) -> const float* {
     require(t >= 0 && t < T, "kv_score row out of range");
-    return in.kv_score + t * in.kv_score_stride;
+    return in.kv_score + t * in.kv_score_stride_elems;
   };
 
   // The slot each token is treated with: skipped tokens become padding, counted once (the
@@ -447,10 +447,10 @@ struct InsertInputs {
   int head_dim = 512, rope_dim = 64, ratio = 2;
   RopeStyle rope_style = RopeStyle::GptJ;
   int64_t num_tokens = 0;
-  const uint16_t* latent = nullptr; int64_t latent_stride = 0;  // bf16 bits, elements
+  const uint16_t* latent = nullptr; int64_t latent_stride_elems = 0;  // bf16 bits, elements
   const int64_t* positions = nullptr;
   const int64_t* slot = nullptr;         // page = slot / B, row = slot % B; < 0 skipped
-  const float* cos_sin = nullptr; int64_t cos_sin_stride = 0;  // [max_pos, P]
+  const float* cos_sin = nullptr; int64_t cos_sin_stride_elems = 0;  // [max_pos, P]
   Layout layout = Layout::Fp8DsMla;
   int block_size = 64;                   // B
   int64_t page_stride_bytes = 0;
@@ -531,11 +531,11 @@ inline InsertExpected insert_reference(const InsertInputs& in,
     out.written[t] = 1;
     const int64_t page = s / B, row = s % B;
 
-    const uint16_t* lat = in.latent + t * in.latent_stride;
+    const uint16_t* lat = in.latent + t * in.latent_stride_elems;
     for (int d = 0; d < D; ++d) x[d] = bf16_to_double(lat[d]);
 
     // RoPE at the group's first position g (contract §2.2), exact in float64.
-    const float* cs = in.cos_sin + g * in.cos_sin_stride;
+    const float* cs = in.cos_sin + g * in.cos_sin_stride_elems;
     for (int i = 0; i < H; ++i) {
       const double c = static_cast<double>(cs[i]);
       const double sn = static_cast<double>(cs[H + i]);
@@ -653,7 +653,7 @@ inline FusedExpected fused_reference(const CompressInputs& a, InsertInputs b,
     for (size_t i = 0; i < rounded.size(); ++i)
       if (out.compress.closes[i / static_cast<size_t>(D)]) rounded[i] = bf16_round(out.compress.latent[i]);
     b.latent = rounded.data();
-    b.latent_stride = D;
+    b.latent_stride_elems = D;
   }
   b.ratio = a.ratio;
   b.head_dim = D;

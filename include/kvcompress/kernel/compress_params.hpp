@@ -21,8 +21,8 @@ struct CompressParams {
   DType dtype = DType::kFloat32;    // element type of kv_score and of the ring
   int64_t num_tokens = 0;           // T; 0 is a no-op
 
-  const void* kv_score = nullptr;   // [T, 2*D] (R > 1: kv in 0..D-1, score in D..2D-1) or [T, D] (R == 1), row stride kv_score_stride
-  int64_t kv_score_stride = 0;
+  const void* kv_score = nullptr;   // [T, 2*D] (R > 1: kv in 0..D-1, score in D..2D-1) or [T, D] (R == 1), row stride kv_score_stride_elems
+  int64_t kv_score_stride_elems = 0;
   IndexPtr positions;               // [T] int32/int64 absolute position of each token
   IndexPtr slot;                    // [T] int32/int64 ring slot = block * C + row; < 0 marks padding
   const int32_t* qsl = nullptr;     // [qsl_size] query start locations: request r owns tokens qsl[r] .. qsl[r+1]-1 (R > 1)
@@ -35,8 +35,8 @@ struct CompressParams {
   const bf16_t* weight = nullptr;   // [D] RMSNorm weight
   float eps = 1e-6f;                // RMSNorm epsilon
 
-  bf16_t* latent = nullptr;         // [T, D] output, row stride latent_stride; only closing, non-padding rows are written
-  int64_t latent_stride = 0;
+  bf16_t* latent = nullptr;         // [T, D] output, row stride latent_stride_elems; only closing, non-padding rows are written
+  int64_t latent_stride_elems = 0;
 
   ErrorCounters* errors = nullptr;  // optional, device memory: counts of skipped tokens (core/error_counters.hpp)
 };

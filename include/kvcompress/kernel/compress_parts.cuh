@@ -224,7 +224,7 @@ struct CompressWarp {
   }
 
   static KVC_DEVICE const In* input_row(const CompressParams& p, int64_t t) {
-    return static_cast<const In*>(p.kv_score) + t * p.kv_score_stride;
+    return static_cast<const In*>(p.kv_score) + t * p.kv_score_stride_elems;
   }
   static KVC_DEVICE In* ring_row(const CompressParams& p, int64_t offset) {
     return static_cast<In*>(p.ring) + offset;
@@ -374,7 +374,7 @@ struct LatentEpilogue {
   KVC_DEVICE static void store(const CompressParams& p, int64_t t, const Row& row) {
     if (p.latent == nullptr) return;
     constexpr int E = Row::kVecElems;
-    uint16_t* dst = reinterpret_cast<uint16_t*>(p.latent) + t * p.latent_stride;
+    uint16_t* dst = reinterpret_cast<uint16_t*>(p.latent) + t * p.latent_stride_elems;
     KVC_PRAGMA_UNROLL
     for (int v = 0; v < Row::kVecs; ++v) {
       Array<uint16_t, E> vec;

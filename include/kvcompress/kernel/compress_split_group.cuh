@@ -95,7 +95,7 @@ KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens
       const int i = base + u * Threads;
       if (i < total)
         v[u] = arch::load_readonly<E>(static_cast<const In*>(p.kv_score) +
-                                      (window + tokens[i / kVecsPerRow]) * p.kv_score_stride +
+                                      (window + tokens[i / kVecsPerRow]) * p.kv_score_stride_elems +
                                       (i % kVecsPerRow) * E);
     }
     KVC_PRAGMA_UNROLL

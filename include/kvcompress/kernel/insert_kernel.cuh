@@ -104,7 +104,7 @@ KVC_DEVICE bool record_target(const RecordArgs& r, int64_t pos, int64_t slot, in
 template <class Layout, class Row>
 KVC_DEVICE RopeAngles<Row> record_angles(const RecordArgs& r, int lane, int64_t group_pos) {
   return load_rope_angles<Layout::kRopeDim, Row>(lane, r.rope_style, r.cos_sin, r.cos_sin_dtype,
-                                                 r.cos_sin_stride, group_pos);
+                                                 r.cos_sin_stride_elems, group_pos);
 }
 
 /// Page and row of a record slot (>= 0): a shift and a mask for power-of-two block sizes
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
     f.angles = detail::record_angles<Layout, Row>(p.record, thread, __shfl_sync(kAll, group_pos, src));
     f.row.lane = thread;
     f.row.sanitize = p.record.sanitize;
-    const uint16_t* src_row = latent + (w0 + src) * p.latent_stride;
+    const uint16_t* src_row = latent + (w0 + src) * p.latent_stride_elems;
     KVC_PRAGMA_UNROLL
     for (int v = 0; v < Row::kVecs; ++v) {
       const Array<uint16_t, E> vec = arch::load_readonly<E>(src_row + Row::run_start(thread, v));

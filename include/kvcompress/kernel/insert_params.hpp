@@ -20,9 +20,9 @@ struct RecordArgs {
   int rope_dim = 64;                       // P: rotated trailing dims
   RopeStyle rope_style = RopeStyle::kGptJ;
   CacheLayout layout = CacheLayout::kFp8DsMla;
-  const void* cos_sin = nullptr;           // [cos_sin_rows, P] (P/2 cos then P/2 sin), row stride cos_sin_stride elements
+  const void* cos_sin = nullptr;           // [cos_sin_rows, P] (P/2 cos then P/2 sin), row stride cos_sin_stride_elems elements
   DType cos_sin_dtype = DType::kFloat32;
-  int64_t cos_sin_stride = 0;
+  int64_t cos_sin_stride_elems = 0;
   int64_t cos_sin_rows = 0;                // max_pos; a group position >= this is never read (no record)
   IndexPtr cache_slot;                     // [T] record slot = page * block_size + row; < 0 skipped
   CacheParams cache;                       // where records go (layout-specific strides, scale)
@@ -34,8 +34,8 @@ struct InsertParams {
   int ratio = 2;                           // R: only tokens with (pos + 1) % R == 0 write
   int head_dim = 512;                      // D
   int64_t num_tokens = 0;                  // T; 0 is a no-op
-  const bf16_t* latent = nullptr;          // [T, D] row stride latent_stride elements (Op A's output)
-  int64_t latent_stride = 0;
+  const bf16_t* latent = nullptr;          // [T, D] row stride latent_stride_elems elements (Op A's output)
+  int64_t latent_stride_elems = 0;
   IndexPtr positions;                      // [T]
   RecordArgs record;
   ErrorCounters* errors = nullptr;         // optional, device memory: counts of skipped tokens (core/error_counters.hpp)

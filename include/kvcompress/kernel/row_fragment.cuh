@@ -113,8 +113,8 @@ KVC_DEVICE RopeAngles<Row> rope_angles(int lane, RopeStyle style, const Table& t
 /// rope_angles from the cos/sin table in global memory, row `position`.
 template <int RopeDim, class Row>
 KVC_DEVICE RopeAngles<Row> load_rope_angles(int lane, RopeStyle style, const void* cos_sin,
-                                            DType dtype, int64_t cos_sin_stride, int64_t position) {
-  const int64_t base = position * cos_sin_stride;
+                                            DType dtype, int64_t cos_sin_stride_elems, int64_t position) {
+  const int64_t base = position * cos_sin_stride_elems;
   return rope_angles<RopeDim, Row>(
       lane, style, [&](int k) { return detail::load_table(cos_sin, dtype, base + k); });
 }

@@ -54,10 +54,10 @@ inline Status compress_check_params(const CompressParams& p, bool latent_optiona
 
   v.not_null(p.kv_score, "kv_score")
       .aligned(p.kv_score, vec_bytes, "kv_score")
-      .stride(p.kv_score_stride, row_width, vec, "kv_score row stride",
+      .stride(p.kv_score_stride_elems, row_width, vec, "kv_score row stride",
               p.ratio > 1 ? "the row width 2 * head_dim =" : "the row width head_dim =")
-      .within_bound(p.kv_score_stride, elem, "kv_score row stride", "elements")
-      .product_within_bound(p.num_tokens, p.kv_score_stride, elem,
+      .within_bound(p.kv_score_stride_elems, elem, "kv_score row stride", "elements")
+      .product_within_bound(p.num_tokens, p.kv_score_stride_elems, elem,
                             "num_tokens * kv_score row stride", "elements")
       .not_null(p.positions.data, "positions")
       .index_type(p.positions.type, "positions")
@@ -72,9 +72,9 @@ inline Status compress_check_params(const CompressParams& p, bool latent_optiona
   if (!(latent_optional && p.latent == nullptr))
     v.not_null(p.latent, "latent")
         .aligned(p.latent, bf16_vec_bytes, "latent")
-        .stride(p.latent_stride, p.head_dim, vec, "latent row stride", "head_dim =")
-        .within_bound(p.latent_stride, 2, "latent row stride", "elements")
-        .product_within_bound(p.num_tokens, p.latent_stride, 2, "num_tokens * latent row stride",
+        .stride(p.latent_stride_elems, p.head_dim, vec, "latent row stride", "head_dim =")
+        .within_bound(p.latent_stride_elems, 2, "latent row stride", "elements")
+        .product_within_bound(p.num_tokens, p.latent_stride_elems, 2, "num_tokens * latent row stride",
                               "elements");
   // The kernels add to the counters with 4-byte atomics.
   v.aligned(p.errors, static_cast<int>(alignof(ErrorCounters)), "errors");
@@ -91,25 +91,25 @@ inline Status compress_check_params(const CompressParams& p, bool latent_optiona
         .aligned(p.ring, vec_bytes, "ring")
         .require(r.capacity >= p.ratio, "ring capacity ", r.capacity,
                  " is smaller than the compress ratio ", p.ratio)
-        .stride(r.row_stride, row_width, vec, "ring row stride", "the row width 2 * head_dim =")
-        .within_bound(r.row_stride, elem, "ring row stride", "elements")
-        .product_within_bound(r.capacity, r.row_stride, elem, "ring capacity * row stride",
+        .stride(r.row_stride_elems, row_width, vec, "ring row stride", "the row width 2 * head_dim =")
+        .within_bound(r.row_stride_elems, elem, "ring row stride", "elements")
+        .product_within_bound(r.capacity, r.row_stride_elems, elem, "ring capacity * row stride",
                               "elements")
-        .within_bound(r.page_stride, elem, "ring page stride", "elements");
+        .within_bound(r.page_stride_elems, elem, "ring page stride", "elements");
     // Bounded just above (when those checks failed, later ones report nothing).
-    const int64_t page_rows = v.ok() ? int64_t{r.capacity} * r.row_stride : 0;
-    v.require(r.page_stride >= page_rows, "ring page stride ", r.page_stride,
+    const int64_t page_rows = v.ok() ? int64_t{r.capacity} * r.row_stride_elems : 0;
+    v.require(r.page_stride_elems >= page_rows, "ring page stride ", r.page_stride_elems,
               " overlaps the next page: it must be >= capacity * row stride = ", page_rows)
-        .require(r.page_stride % vec == 0, "ring page stride ", r.page_stride,
+        .require(r.page_stride_elems % vec == 0, "ring page stride ", r.page_stride_elems,
                  " is not a multiple of ", vec, " elements")
         .require(r.num_blocks >= -1, "ring num_blocks ", r.num_blocks,
                  " must be -1 (not given) or >= 0");
     if (r.num_blocks > 0) {
       // The whole ring: (num_blocks - 1) pages and the last page's rows.
       v.product_within_bound(r.num_blocks, r.capacity, 1, "ring num_blocks * capacity", "rows")
-          .require(mul_fits(r.num_blocks - 1, r.page_stride, buffer_bound(elem) - page_rows),
+          .require(mul_fits(r.num_blocks - 1, r.page_stride_elems, buffer_bound(elem) - page_rows),
                    "ring extent (num_blocks - 1) * page stride + capacity * row stride = ",
-                   r.num_blocks - 1, " * ", r.page_stride, " + ", page_rows, " elements",
+                   r.num_blocks - 1, " * ", r.page_stride_elems, " + ", page_rows, " elements",
                    BoundNote{elem, "elements"});
     }
   }

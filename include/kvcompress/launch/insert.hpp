@@ -38,33 +38,33 @@ Status record_check(const RecordArgs& r, int head_dim) {
       .aligned(c.data, 16, "cache")
       .require(c.block_size >= 1, "cache block size ", c.block_size, " must be >= 1")
       .require(c.num_pages >= -1, "num_pages ", c.num_pages, " must be -1 (not given) or >= 0")
-      .within_bound(c.page_stride, 1, "cache page stride", "bytes")
-      .within_bound(c.row_stride, 1, "cache row stride", "bytes");
-  // Layouts without rows of their own (fp8_ds_mla) may leave row_stride 0.
-  if (c.row_stride > 0)
-    v.product_within_bound(c.block_size, c.row_stride, 1, "cache block size * row stride",
+      .within_bound(c.page_stride_bytes, 1, "cache page stride", "bytes")
+      .within_bound(c.row_stride_bytes, 1, "cache row stride", "bytes");
+  // Layouts without rows of their own (fp8_ds_mla) may leave row_stride_bytes 0.
+  if (c.row_stride_bytes > 0)
+    v.product_within_bound(c.block_size, c.row_stride_bytes, 1, "cache block size * row stride",
                            "bytes");
   if (!v.ok()) return std::move(v).status();
   Status layout_status = Layout::check(c);
   if (!layout_status.ok()) return layout_status;
-  const int64_t min_page = Layout::min_page_bytes(c.block_size, c.row_stride);
+  const int64_t min_page = Layout::min_page_bytes(c.block_size, c.row_stride_bytes);
   const int table_elem = r.cos_sin_dtype == DType::kFloat32 ? 4 : 2;
-  v.require(c.page_stride >= min_page, Layout::kName, " page stride ", c.page_stride,
+  v.require(c.page_stride_bytes >= min_page, Layout::kName, " page stride ", c.page_stride_bytes,
             " bytes is smaller than the page, ", min_page, " bytes");
   if (c.num_pages >= 0)
     v.product_within_bound(c.num_pages, c.block_size, 1, "cache num_pages * block size",
                            "records")
-        .product_within_bound(c.num_pages, c.page_stride, 1, "cache num_pages * page stride",
+        .product_within_bound(c.num_pages, c.page_stride_bytes, 1, "cache num_pages * page stride",
                               "bytes");
   v.not_null(r.cos_sin, "cos_sin")
       .aligned(r.cos_sin, table_elem, "cos_sin")
       .require(r.cos_sin_dtype == DType::kFloat32 || r.cos_sin_dtype == DType::kBFloat16,
                "cos_sin dtype must be float32 or bfloat16")
-      .require(r.cos_sin_stride >= r.rope_dim, "cos_sin row stride ", r.cos_sin_stride,
+      .require(r.cos_sin_stride_elems >= r.rope_dim, "cos_sin row stride ", r.cos_sin_stride_elems,
                " is smaller than the rope dim ", r.rope_dim)
-      .within_bound(r.cos_sin_stride, table_elem, "cos_sin row stride", "elements")
+      .within_bound(r.cos_sin_stride_elems, table_elem, "cos_sin row stride", "elements")
       .require(r.cos_sin_rows >= 1, "cos_sin_rows ", r.cos_sin_rows, " must be >= 1")
-      .product_within_bound(r.cos_sin_rows, r.cos_sin_stride, table_elem,
+      .product_within_bound(r.cos_sin_rows, r.cos_sin_stride_elems, table_elem,
                             "cos_sin_rows * cos_sin row stride", "elements")
       .not_null(r.cache_slot.data, "cache slot")
       .index_type(r.cache_slot.type, "cache slot")
@@ -108,9 +108,9 @@ inline Status insert_check_params(const InsertParams& p) {
   const int vec = insert_vector_elems(p.head_dim);
   v.not_null(p.latent, "latent")
       .aligned(p.latent, 2 * vec, "latent")
-      .stride(p.latent_stride, p.head_dim, vec, "latent row stride", "head_dim =")
-      .within_bound(p.latent_stride, 2, "latent row stride", "elements")
-      .product_within_bound(p.num_tokens, p.latent_stride, 2, "num_tokens * latent row stride",
+      .stride(p.latent_stride_elems, p.head_dim, vec, "latent row stride", "head_dim =")
+      .within_bound(p.latent_stride_elems, 2, "latent row stride", "elements")
+      .product_within_bound(p.num_tokens, p.latent_stride_elems, 2, "num_tokens * latent row stride",
                             "elements")
       .not_null(p.positions.data, "positions")
       .index_type(p.positions.type, "positions")

@@ -9,8 +9,8 @@
 //   struct MyLayout {
 //     static constexpr int kHeadDim = 512, kRopeDim = 64;
 //     static constexpr const char* kName = "my_layout";
-//     // Smallest page stride in bytes for `block_size` records of `row_stride` bytes.
-//     static int64_t min_page_bytes(int block_size, int64_t row_stride);
+//     // Smallest page stride in bytes for `block_size` records of `row_stride_bytes` bytes.
+//     static int64_t min_page_bytes(int block_size, int64_t row_stride_bytes);
 //     // Layout-specific checks of the cache parameters (alignment, strides).
 //     static Status check(const CacheParams& cache);
 //     // Writes the record of `row` in `page`. Row is the kernel's fragment type (below).
@@ -42,8 +42,8 @@ KVC_NAMESPACE_BEGIN
 struct CacheParams {
   void* data = nullptr;       // base of page 0
   int block_size = 64;        // B: records per page
-  int64_t page_stride = 0;    // bytes between pages
-  int64_t row_stride = 0;     // bytes between records of a page (row layouts)
+  int64_t page_stride_bytes = 0;  // bytes between pages
+  int64_t row_stride_bytes = 0;   // bytes between records of a page (row layouts)
   int64_t num_pages = -1;     // when >= 0, slots >= num_pages * block_size are skipped
   const float* scale = nullptr;  // [1] fp32 per-tensor scale (Fp8RowsLayout), device memory
 };
@@ -72,17 +72,17 @@ struct Fp8DsMlaLayout {
   using Quantizer = Ue8m0TileQuantizer<kTile>;
 
   KVC_HOST_DEVICE static int64_t value_offset(const CacheParams& c, int64_t page, int64_t row) {
-    return page * c.page_stride + row * kValueBytes;
+    return page * c.page_stride_bytes + row * kValueBytes;
   }
   KVC_HOST_DEVICE static int64_t scale_offset(const CacheParams& c, int64_t page, int64_t row) {
-    return page * c.page_stride + int64_t{c.block_size} * kValueBytes + row * kScaleBytes;
+    return page * c.page_stride_bytes + int64_t{c.block_size} * kValueBytes + row * kScaleBytes;
   }
-  static int64_t min_page_bytes(int block_size, int64_t /*row_stride*/) {
+  static int64_t min_page_bytes(int block_size, int64_t /*row_stride_bytes*/) {
     return int64_t{block_size} * kRecordBytes;
   }
   static Status check(const CacheParams& c) {
-    if (c.page_stride % 16 != 0)
-      return Status::invalid("fp8_ds_mla page stride " + std::to_string(c.page_stride) +
+    if (c.page_stride_bytes % 16 != 0)
+      return Status::invalid("fp8_ds_mla page stride " + std::to_string(c.page_stride_bytes) +
                              " bytes is not a multiple of 16");
     return Status::success();
   }
@@ -140,7 +140,7 @@ struct Fp8DsMlaLayout {
 };
 
 /// Plain bf16 rows: record = HeadDim bf16 values [NoPE | RoPE] at
-/// page * page_stride + row * row_stride bytes. NoPE are the latent's bits; RoPE rotated.
+/// page * page_stride_bytes + row * row_stride_bytes bytes. NoPE are the latent's bits; RoPE rotated.
 template <int HeadDim = 512, int RopeDim = 64>
 struct Bf16RowsLayout {
   static constexpr int kHeadDim = HeadDim;
@@ -149,18 +149,18 @@ struct Bf16RowsLayout {
   static constexpr const char* kName = "bf16_rows";
 
   KVC_HOST_DEVICE static int64_t record_offset(const CacheParams& c, int64_t page, int64_t row) {
-    return page * c.page_stride + row * c.row_stride;
+    return page * c.page_stride_bytes + row * c.row_stride_bytes;
   }
-  static int64_t min_page_bytes(int block_size, int64_t row_stride) {
-    return (int64_t{block_size} - 1) * row_stride + kRecordBytes;
+  static int64_t min_page_bytes(int block_size, int64_t row_stride_bytes) {
+    return (int64_t{block_size} - 1) * row_stride_bytes + kRecordBytes;
   }
   static Status check(const CacheParams& c) {
-    if (c.row_stride < kRecordBytes)
-      return Status::invalid("bf16 rows: row stride " + std::to_string(c.row_stride) +
+    if (c.row_stride_bytes < kRecordBytes)
+      return Status::invalid("bf16 rows: row stride " + std::to_string(c.row_stride_bytes) +
                              " bytes is smaller than a record, " + std::to_string(kRecordBytes));
-    if (c.row_stride % 16 != 0 || c.page_stride % 16 != 0)
-      return Status::invalid("bf16 rows: row stride " + std::to_string(c.row_stride) +
-                             " and page stride " + std::to_string(c.page_stride) +
+    if (c.row_stride_bytes % 16 != 0 || c.page_stride_bytes % 16 != 0)
+      return Status::invalid("bf16 rows: row stride " + std::to_string(c.row_stride_bytes) +
+                             " and page stride " + std::to_string(c.page_stride_bytes) +
                              " bytes must be multiples of 16");
     return Status::success();
   }
@@ -182,7 +182,7 @@ struct Bf16RowsLayout {
 };
 
 /// Plain e4m3 rows with one fp32 scale for the tensor: record = HeadDim e4m3 bytes at
-/// page * page_stride + row * row_stride; value = e4m3_satfinite(float(bf16 row) * (1/scale)).
+/// page * page_stride_bytes + row * row_stride_bytes; value = e4m3_satfinite(float(bf16 row) * (1/scale)).
 template <int HeadDim = 512, int RopeDim = 64>
 struct Fp8RowsLayout {
   static constexpr int kHeadDim = HeadDim;
@@ -191,10 +191,10 @@ struct Fp8RowsLayout {
   static constexpr const char* kName = "fp8_rows";
 
   KVC_HOST_DEVICE static int64_t record_offset(const CacheParams& c, int64_t page, int64_t row) {
-    return page * c.page_stride + row * c.row_stride;
+    return page * c.page_stride_bytes + row * c.row_stride_bytes;
   }
-  static int64_t min_page_bytes(int block_size, int64_t row_stride) {
-    return (int64_t{block_size} - 1) * row_stride + kRecordBytes;
+  static int64_t min_page_bytes(int block_size, int64_t row_stride_bytes) {
+    return (int64_t{block_size} - 1) * row_stride_bytes + kRecordBytes;
   }
   static Status check(const CacheParams& c) {
     if (c.scale == nullptr) return Status::invalid("fp8 rows: scale is null");
@@ -204,12 +204,12 @@ struct Fp8RowsLayout {
       return Status::invalid(std::string("fp8 rows: scale address ") + address +
                              " is not aligned to " + std::to_string(alignof(float)) + " bytes");
     }
-    if (c.row_stride < kRecordBytes)
-      return Status::invalid("fp8 rows: row stride " + std::to_string(c.row_stride) +
+    if (c.row_stride_bytes < kRecordBytes)
+      return Status::invalid("fp8 rows: row stride " + std::to_string(c.row_stride_bytes) +
                              " bytes is smaller than a record, " + std::to_string(kRecordBytes));
-    if (c.row_stride % 16 != 0 || c.page_stride % 16 != 0)
-      return Status::invalid("fp8 rows: row stride " + std::to_string(c.row_stride) +
-                             " and page stride " + std::to_string(c.page_stride) +
+    if (c.row_stride_bytes % 16 != 0 || c.page_stride_bytes % 16 != 0)
+      return Status::invalid("fp8 rows: row stride " + std::to_string(c.row_stride_bytes) +
+                             " and page stride " + std::to_string(c.page_stride_bytes) +
                              " bytes must be multiples of 16");
     return Status::success();
   }

@@ -14,17 +14,17 @@ KVC_NAMESPACE_BEGIN
 ///
 /// Byte map, in elements of the ring's type (the kv_score dtype): the ring is
 /// `[blocks, capacity, 2 * head_dim]` with padding allowed between rows and pages; row `r`
-/// of block `b` starts at `b * page_stride + r * row_stride`. A token stored at cache slot
+/// of block `b` starts at `b * page_stride_elems + r * row_stride_elems`. A token stored at cache slot
 /// `s` lives in block `s / capacity`, row `s % capacity`; a token at position `p` of the
 /// same request lives in row `p % capacity`.
 ///
-///   kvc::RingLayout ring{/*capacity=*/8, /*page_stride=*/8208, /*row_stride=*/1024,
+///   kvc::RingLayout ring{/*capacity=*/8, /*page_stride_elems=*/8208, /*row_stride_elems=*/1024,
 ///                        /*num_blocks=*/max_requests};
 ///   float* row = ring_base + ring.slot_offset(slot);
 struct RingLayout {
   int capacity = 0;         // C, rows per block
-  int64_t page_stride = 0;  // elements between blocks (>= capacity * row_stride)
-  int64_t row_stride = 0;   // elements between rows (>= 2 * head_dim)
+  int64_t page_stride_elems = 0;  // elements between blocks (>= capacity * row_stride_elems)
+  int64_t row_stride_elems = 0;   // elements between rows (>= 2 * head_dim)
   // Blocks the ring holds, when >= 0: a slot at or past num_blocks * capacity is treated as
   // padding (nothing read or written for its token; counted in ErrorCounters). -1: not
   // given, and an out-of-range slot writes out of bounds. Give it (contract §4.3).
@@ -46,7 +46,7 @@ struct RingLayout {
     return r < 0 ? r + capacity : r;
   }
   KVC_HOST_DEVICE int64_t row_offset(int64_t block, int64_t row) const {
-    return block * page_stride + row * row_stride;
+    return block * page_stride_elems + row * row_stride_elems;
   }
   /// Offset of the row a token with cache slot `slot` (>= 0) is stored to.
   KVC_HOST_DEVICE int64_t slot_offset(int64_t slot) const {
