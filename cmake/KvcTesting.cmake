@@ -18,6 +18,20 @@ function(kvc_cuda_test_options target)
   kvc_ptxas_verbose(${target})
 endfunction()
 
+# A test program that needs a GPU (label device): one shared cudart, the project's C++ and
+# CUDA standards, kvc_cuda_test_options, and exit code 77 (no GPU) reported as Skipped.
+# Extra arguments are test properties, e.g. TIMEOUT 120.
+function(kvc_gpu_test target)
+  target_link_libraries(${target} PRIVATE CUDA::cudart)
+  set_target_properties(${target} PROPERTIES
+    CUDA_RUNTIME_LIBRARY Shared
+    CXX_STANDARD ${kvc_std} CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF
+    CUDA_STANDARD ${kvc_cuda_std} CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
+  kvc_cuda_test_options(${target})
+  add_test(NAME ${target} COMMAND ${target})
+  set_tests_properties(${target} PROPERTIES LABELS device SKIP_RETURN_CODE 77 ${ARGN})
+endfunction()
+
 function(kvc_ptxas_verbose target)
   if(KVC_PTXAS_VERBOSE)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
