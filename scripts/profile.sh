@@ -71,7 +71,18 @@ print(f"{len(body)} SASS lines, {total:.0f} stall samples; top lines (index, % s
 for i in sorted(top):
     r = body[i]
     print(f"{i:5d} {100 * num(r[samp]) / total:5.1f}%  {r[src].strip()}")
+# Every executed SASS line with its warp-level execution count (where the instructions go).
+ex = next((i for i, h in enumerate(head) if h.strip().lower() == "instructions executed"), None)
+if ex is None:
+    print("no 'Instructions Executed' column:", head)
+else:
+    with open(sys.argv[1][:-len(".sass.csv")] + ".exec.txt", "w") as f:
+        f.write(f"# index, instructions executed (warp level), SASS; {sum(num(r[ex]) for r in body if len(r) > ex):.0f} in all\n")
+        for i, r in enumerate(body):
+            if len(r) > ex and num(r[ex]) > 0:
+                f.write(f"{i:5d} {num(r[ex]):9.0f}  {r[src].strip()}\n")
 EOF
-  rm -f "$out/$name.sass.csv"
+  # KVC_PROFILE_KEEP_CSV=1 keeps the whole source page.
+  [[ ${KVC_PROFILE_KEEP_CSV:-0} == 1 ]] || rm -f "$out/$name.sass.csv"
   grep -E 'Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit Registers|Warp Cycles Per Issued|Executed Instructions|Stall' "$out/$name.txt" | head -30
 done

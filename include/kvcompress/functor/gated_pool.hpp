@@ -56,10 +56,14 @@ struct GatedPool {
       float m = score[0][i];
       KVC_PRAGMA_UNROLL
       for (int q = 1; q < Count; ++q) m = score[q][i] > m ? score[q][i] : m;
+      // exp(s - m) with m replaced by 0 when every score is -inf: each -inf score then
+      // weighs exactly 0 (exp(-inf) = 0), with one select per channel instead of a test per
+      // member; for any other m the weights are the formula's.
+      const float shift = m == -INFINITY ? 0.f : m;
       float sum = 0.f, acc = 0.f;
       KVC_PRAGMA_UNROLL
       for (int q = 0; q < Count; ++q) {
-        const float w = weight(score[q][i], m);
+        const float w = exp_le0(score[q][i] - shift);
         sum += w;
         acc += kv[q][i] * w;
       }
@@ -101,28 +105,31 @@ struct GatedPool {
   }
 
  private:
-  // exp(x) for x <= 0 (or NaN). On the device the hardware ex2 of x * log2(e): 2
-  // instructions instead of ~10 for expf, relative error ~1e-6 for |x| < 100 — far inside
-  // contract §1's 1-bf16-ulp tolerance (2^-8), and results below 2^-126 flush to 0 (their
-  // weight next to the group's maximum, 1, is below fp32 resolution anyway).
+  // exp(x) for x <= 0, -inf or NaN. On the device the hardware ex2 of x * log2(e) with
+  // flush-to-zero (ex2.approx.ftz: 2 instructions; the non-ftz form that __expf gives
+  // without -ftz=true adds a range fix-up of 4 more), relative error ~1e-6 for |x| < 100 —
+  // far inside contract §1's 1-bf16-ulp tolerance (2^-8). Results below 2^-126 flush to 0:
+  // their weight next to the group's maximum, 1, is below fp32 resolution anyway.
   KVC_HOST_DEVICE static float exp_le0(float x) {
 #if KVC_DEVICE_PASS
-    return __expf(x);
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+    return y;
 #else
     return std::exp(x);
 #endif
   }
-  // acc / sum with sum in [1, Ratio] (or NaN): the approximate device division (2 ulp).
+  // acc / sum with sum in [1, Ratio] (or NaN): acc times the hardware reciprocal of sum
+  // (rcp.approx.ftz, 1 ulp; sum is never subnormal, so the flush changes nothing — the
+  // non-ftz form adds a subnormal fix-up of 3 instructions).
   KVC_HOST_DEVICE static float divide(float acc, float sum) {
 #if KVC_DEVICE_PASS
-    return __fdividef(acc, sum);
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(sum));
+    return acc * r;
 #else
     return acc / sum;
 #endif
-  }
-  // exp(s - m) for a member; a -inf score weighs exactly 0 (also when m is -inf).
-  KVC_HOST_DEVICE static float weight(float s, float m) {
-    return s == -INFINITY ? 0.f : exp_le0(s - m);
   }
   // exp(old_max - new_max), 1 when unchanged (so two -inf maxima do not make a NaN).
   KVC_HOST_DEVICE static float rescale(float old_max, float new_max) {

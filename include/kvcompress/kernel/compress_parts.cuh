@@ -135,6 +135,27 @@ KVC_DEVICE bool known_request(const CompressParams& p, int32_t req) {
   return req >= 0 && req < p.qsl_size - 1;
 }
 
+/// usable_slot and known_request for the tokens of a warp's lanes at once, without a branch
+/// per lane (the small-ratio path's decode-critical decisions): `slot`, or -1 when the slot
+/// lies past the ring's bound, the position is negative or (Ratio > 1) the request is
+/// unknown. Skips are counted by ballot, by the thread with `counter` set (lane 0 of the
+/// warp), only when p.errors is given; every lane of the warp must call it.
+template <int Ratio>
+KVC_DEVICE int64_t usable_slot_warp(const CompressParams& p, int64_t slot, int64_t pos,
+                                    int32_t req, bool counter) {
+  const bool has_slot = slot >= 0;
+  const bool in_ring = Ratio == 1 || slot < p.ring_layout.slot_end();
+  const bool pos_ok = pos >= 0;
+  if (p.errors != nullptr) {  // uniform
+    const unsigned ring_bad = __ballot_sync(0xffffffffu, has_slot && !in_ring);
+    const unsigned pos_bad = __ballot_sync(0xffffffffu, has_slot && in_ring && !pos_ok);
+    if (counter && ring_bad != 0u) atomicAdd(&p.errors->ring_slot_out_of_range, __popc(ring_bad));
+    if (counter && pos_bad != 0u) atomicAdd(&p.errors->position_out_of_range, __popc(pos_bad));
+  }
+  const bool req_ok = Ratio == 1 || known_request(p, req);
+  return has_slot && in_ring && pos_ok && req_ok ? slot : int64_t{-1};
+}
+
 /// The chunk bounds of request `req` (known_request), clamped to the call's tokens: qsl
 /// values outside 0 .. T (a broken contract) never make a kernel index past its arrays.
 KVC_DEVICE void chunk_bounds(const CompressParams& p, int32_t req, int64_t& first, int64_t& end) {
@@ -233,8 +254,13 @@ struct CompressWarp {
   /// Copies input row t whole (kv and score) into the ring row of `slot`.
   static KVC_DEVICE void copy_row_to_ring(const CompressParams& p, int64_t t, int64_t slot,
                                           int lane) {
+    copy_row_to_ring_at(p, t, p.ring_layout.slot_offset(slot), lane);
+  }
+  /// The same, to the ring row at element offset `offset` (RingLayout::slot_offset).
+  static KVC_DEVICE void copy_row_to_ring_at(const CompressParams& p, int64_t t, int64_t offset,
+                                             int lane) {
     const In* src = input_row(p, t);
-    In* dst = ring_row(p, p.ring_layout.slot_offset(slot));
+    In* dst = ring_row(p, offset);
     const Raw kv = load_half<true>(src, lane);
     const Raw score = load_half<true>(src + HeadDim, lane);
     store_half(dst, lane, kv);

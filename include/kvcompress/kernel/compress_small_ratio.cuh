@@ -101,11 +101,8 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
 
   // 2. Decisions, each lane for its own token (window_rules.hpp, tested on the host). A
   // token past the ring's bound, at a negative position or of an unknown request is
-  // padding from here on (contract §4.3); the first warp of the row counts it.
-  mine.slot = usable_slot<R>(p, mine.slot, mine.pos, thread < 32);
-  if constexpr (R > 1) {
-    if (!known_request(p, mine.req)) mine.slot = -1;
-  }
+  // padding from here on (contract §4.3); the row's first thread counts it.
+  mine.slot = usable_slot_warp<R>(p, mine.slot, mine.pos, mine.req, thread == 0);
   const bool real = t_mine < real_end;
   bool closes = lane < R && t_mine < T && mine.slot >= 0 && (mine.pos + 1) % R == 0;
   int count = 0;  // members before the chunk (read from the ring): the head group has count > 0
@@ -131,12 +128,14 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
       member_req[k - 1] = t_mine - k >= 0 ? r : -1;
     }
     count = Rules::members_before_chunk(mine.req, member_req);
-    if (closes && !real) {
-      // Trailing token with a slot: its "chunk" starts at qsl[req] (as the reference reads it).
-      int64_t first, end;
-      chunk_bounds(p, mine.req, first, end);
-      const int64_t out = first - (t_mine - (R - 1));
-      count = static_cast<int>(out < 0 ? 0 : (out > R ? R : out));
+    if (__any_sync(kAll, closes && !real)) {  // never in a batch without trailing slots
+      if (closes && !real) {
+        // Trailing token with a slot: its "chunk" starts at qsl[req] (as the reference reads it).
+        int64_t first, end;
+        chunk_bounds(p, mine.req, first, end);
+        const int64_t out = first - (t_mine - (R - 1));
+        count = static_cast<int>(out < 0 ? 0 : (out > R ? R : out));
+      }
     }
     const bool tail = lane < R && t_mine < T && Rules::tail(f, C);
     store_row = tail;
@@ -152,13 +151,25 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   const unsigned close_mask = __ballot_sync(kAll, closes);
   [[maybe_unused]] unsigned store_mask = __ballot_sync(kAll, store_row);
   [[maybe_unused]] const unsigned deferred_mask = __ballot_sync(kAll, deferred);
+  // Ring offsets, each lane for its own token, so a store or read below costs a shuffle
+  // instead of the block/row arithmetic in every thread: the row of the token's slot, and
+  // (R == 2) the row of position pos - 1, which a closing token reads when its first member
+  // is before the chunk.
+  [[maybe_unused]] int64_t ring_offset = 0, prev_offset = 0;
+  if constexpr (R > 1) {
+    if (mine.slot >= 0) {
+      const RingLayout& ring = p.ring_layout;
+      ring_offset = ring.slot_offset(mine.slot);
+      if constexpr (Cfg::kSpeculativeRows) prev_offset = ring.position_offset(ring.block_of(mine.slot), mine.pos - 1);
+    }
+  }
 
   if constexpr (Cfg::kSpeculativeRows && R > 1) {
     // Tail rows from registers; none of them is a row a head group still has to read.
     KVC_PRAGMA_UNROLL
     for (int i = 0; i < R; ++i) {
       if (!(store_mask >> i & 1u)) continue;
-      In* dst = Warp::ring_row(p, p.ring_layout.slot_offset(__shfl_sync(kAll, mine.slot, i)));
+      In* dst = Warp::ring_row(p, __shfl_sync(kAll, ring_offset, i));
       Warp::store_half(dst, thread, kv_raw[i]);
       Warp::store_half(dst + HeadDim, thread, score_raw[i]);
     }
@@ -182,9 +193,9 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
       // row when t is its second token and both are in the chunk, else the input row before
       // the window or the ring row of position pos - 1.
       Raw kv_first, score_first;
+      const int64_t first_offset = __shfl_sync(kAll, prev_offset, i);
       if (out > 0) {
-        const In* row = Warp::ring_row(
-            p, p.ring_layout.position_offset(p.ring_layout.block_of(tp.slot), tp.pos - 1));
+        const In* row = Warp::ring_row(p, first_offset);
         kv_first = Warp::template load_half<false>(row, thread);
         score_first = Warp::template load_half<false>(row + HeadDim, thread);
       } else if (i == 0) {
@@ -231,7 +242,7 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
 #pragma unroll 1
     for (; store_mask != 0u; store_mask &= store_mask - 1u) {
       const int i = __ffs(store_mask) - 1;
-      Warp::copy_row_to_ring(p, w0 + i, __shfl_sync(kAll, mine.slot, i), thread);
+      Warp::copy_row_to_ring_at(p, w0 + i, __shfl_sync(kAll, ring_offset, i), thread);
     }
   }
 }

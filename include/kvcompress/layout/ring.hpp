@@ -30,10 +30,13 @@ struct RingLayout {
   // given, and an out-of-range slot writes out of bounds. Give it (contract §4.3).
   int64_t num_blocks = -1;
 
-  /// Whether `slot` (>= 0) lies inside the ring (always true when num_blocks is not given).
-  KVC_HOST_DEVICE bool holds_slot(int64_t slot) const {
-    return num_blocks < 0 || slot < num_blocks * capacity;
+  /// One past the last slot of the ring: num_blocks * capacity, or INT64_MAX when num_blocks
+  /// is not given (the host checks bound the product, contract §4.3).
+  KVC_HOST_DEVICE int64_t slot_end() const {
+    return num_blocks < 0 ? INT64_MAX : num_blocks * capacity;
   }
+  /// Whether `slot` (>= 0) lies inside the ring (always true when num_blocks is not given).
+  KVC_HOST_DEVICE bool holds_slot(int64_t slot) const { return slot < slot_end(); }
 
   // Block and row of a slot or position x >= 0. ring_capacity() gives powers of two: a
   // shift and a mask then, instead of a 64-bit division (~25 instructions, more above 2^32).
