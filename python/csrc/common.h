@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-// 05_torch_op — tensor checks and the translation of tensors into kvcompress params.
+// kvcompress torch package — tensor checks and the translation of tensors into kvcompress
+// params.
 //
-// Included by the three .cu files (one op each, so that ninja compiles their kernel
+// Included by the three .cu files (one op each, so that the build compiles their kernel
 // instances in parallel). Only host-compilable kvcompress headers here; each .cu includes
 // the launch header it needs.
+//
+// Sizes follow vLLM: num_tokens T = slot_mapping.numel(); kv_score, positions, latent and
+// token_to_req_indices may hold more rows than T (a padded batch), which the ops neither
+// read as tokens nor write.
 //
 // Errors: a wrong dtype raises TypeError (TORCH_CHECK_TYPE), a wrong shape, stride, device
 // or value raises ValueError (TORCH_CHECK_VALUE), and a kvc::Status that is not ok raises
 // ValueError (invalid argument, not supported) or RuntimeError (CUDA error) with the
 // library's message. Every message starts with the op's name.
 #pragma once
+
+#include "instance_lists.h"  // before any kvcompress header
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -32,7 +39,7 @@ namespace kvc_torch {
 // Messages are built here with std::to_string and passed to TORCH_CHECK_* as one C string.
 // Streaming numbers through c10::str's std::ostream crashed (SIGSEGV in
 // basic_ostream::_M_insert<long>) in this extension on the lent H200's image, with the
-// JIT build's compiler and torch 2.11; building the string first avoids the stream.
+// example's JIT build and torch 2.11; building the string first avoids the stream.
 inline std::string piece(const char* s) { return s; }
 inline std::string piece(const std::string& s) { return s; }
 inline std::string piece(int v) { return std::to_string(v); }
@@ -61,9 +68,8 @@ std::string cat(const Parts&... parts) {
 namespace kvc_torch {
 
 inline constexpr int kRopeDim = 64;  // DeepSeek V4 / V4.1 rope dim (the host API's only one)
-// The only head dim this extension compiles: the V4.1 latent. The .cu files dispatch over
-// ratios, dtypes and layouts but not head dims, which keeps the cold build well under the
-// 3-minute budget (the library's kvc::compress/insert/fused would also compile 128 and 256).
+// The only head dim this package compiles (KVC_HEAD_DIMS in instance_lists.h): the V4.1
+// latent. Checked here so that a wrong shape gets a message about the tensor, not the list.
 inline constexpr int kHeadDim = 512;
 
 /// "[a, b, c]" for messages.
@@ -108,18 +114,36 @@ inline void check_dtype(const at::Tensor& t, const char* op, const char* name,
                    t.scalar_type());
 }
 
-/// A 1-D index tensor of `n` int32/int64 elements, contiguous.
+/// A 1-D index tensor of at least `n` int32/int64 elements (the first n are read), contiguous.
 inline kvc::IndexPtr index_tensor(const at::Tensor& t, const char* op, const char* name,
                                   int64_t n, const at::Device& device) {
   check_device(t, op, name, device);
   KVC_TORCH_CHECK_TYPE(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, op, ": ", name,
                    " must be int64 or int32, got ", t.scalar_type());
   check_dim(t, op, name, 1, "1-D");
-  KVC_TORCH_CHECK_VALUE(t.size(0) == n, op, ": ", name, " has ", t.size(0), " elements, expected ",
-                    n, " (one per token)");
+  KVC_TORCH_CHECK_VALUE(t.size(0) >= n, op, ": ", name, " has ", t.size(0),
+                    " elements, fewer than num_tokens = slot_mapping.numel() = ", n);
   check_last_dim_contiguous(t, op, name);
   return kvc::IndexPtr{t.data_ptr(),
                        t.scalar_type() == at::kLong ? kvc::IndexType::kInt64 : kvc::IndexType::kInt32};
+}
+
+/// num_tokens of a call: the number of elements of its 1-D slot_mapping (vLLM's contract).
+inline int64_t token_count(const at::Tensor& slot_mapping, const char* op, const char* name) {
+  KVC_TORCH_CHECK_VALUE(slot_mapping.defined(), op, ": ", name, " is undefined");
+  check_dim(slot_mapping, op, name, 1, "1-D [num_tokens]");
+  return slot_mapping.numel();
+}
+
+/// A 2-D token tensor (kv_score, latent) holds at least `T` rows.
+inline void check_rows(const at::Tensor& t, const char* op, const char* name, int64_t T) {
+  KVC_TORCH_CHECK_VALUE(t.size(0) >= T, op, ": ", name, " has shape ", shape_str(t),
+                    ", fewer rows than num_tokens = slot_mapping.numel() = ", T);
+}
+
+/// Row stride in elements of a 2-D tensor of rows `width` wide (a 1-row tensor may have any).
+inline int64_t row_stride_elems(const at::Tensor& t, int64_t width) {
+  return t.size(0) <= 1 ? width : t.stride(0);
 }
 
 /// An int32 1-D contiguous tensor (query_start_loc, token_to_req_indices).
@@ -153,7 +177,9 @@ inline kvc::CompressParams compress_params(
                    op, ": kv_score must be float32 or bfloat16, got ", kv_score.scalar_type());
   check_dim(kv_score, op, "kv_score", 2, "2-D [num_tokens, 2 * head_dim] (or [num_tokens, head_dim] at compress_ratio 1)");
   check_last_dim_contiguous(kv_score, op, "kv_score");
-  const int64_t T = kv_score.size(0);
+  // The index tensor that sets num_tokens is checked first, so that the row checks name it.
+  const int64_t T = token_count(slot_mapping, op, "slot_mapping");
+  check_rows(kv_score, op, "kv_score", T);
   const int64_t D = head_dim;
   const std::string what_d =
       latent != nullptr ? "latent_out has shape " + shape_str(*latent) : "head dim " + std::to_string(D);
@@ -171,7 +197,7 @@ inline kvc::CompressParams compress_params(
   p.dtype = fp32 ? kvc::DType::kFloat32 : kvc::DType::kBFloat16;
   p.num_tokens = T;
   p.kv_score = kv_score.data_ptr();
-  p.kv_score_stride_elems = kv_score.size(0) <= 1 ? width : kv_score.stride(0);
+  p.kv_score_stride_elems = row_stride_elems(kv_score, width);
   p.positions = index_tensor(positions, op, "positions", T, device);
   p.slot = index_tensor(slot_mapping, op, "slot_mapping", T, device);
 
@@ -192,11 +218,12 @@ inline kvc::CompressParams compress_params(
     check_device(*latent, op, "latent_out", device);
     check_dtype(*latent, op, "latent_out", at::kBFloat16);
     check_dim(*latent, op, "latent_out", 2, "2-D [num_tokens, head_dim]");
-    KVC_TORCH_CHECK_VALUE(latent->size(0) == T && latent->size(1) == D, op, ": latent_out has shape ",
-                      shape_str(*latent), ", expected [", T, ", ", D, "]");
+    KVC_TORCH_CHECK_VALUE(latent->size(1) == D, op, ": latent_out has shape ", shape_str(*latent),
+                      ", expected [num_tokens, ", D, "]");
+    check_rows(*latent, op, "latent_out", T);
     check_last_dim_contiguous(*latent, op, "latent_out");
     p.latent = static_cast<kvc::bf16_t*>(latent->data_ptr());
-    p.latent_stride_elems = latent->size(0) <= 1 ? D : latent->stride(0);
+    p.latent_stride_elems = row_stride_elems(*latent, D);
   }
 
   if (ratio > 1) {
@@ -231,8 +258,9 @@ inline kvc::CompressParams compress_params(
     KVC_TORCH_CHECK_VALUE(p.qsl_size >= 2, op, ": query_start_loc has ", p.qsl_size,
                       " elements, expected num_reqs + 1 >= 2");
     p.req = int32_tensor(*token_to_req_indices, op, "token_to_req_indices", device);
-    KVC_TORCH_CHECK_VALUE(token_to_req_indices->size(0) == T, op, ": token_to_req_indices has ",
-                      token_to_req_indices->size(0), " elements, expected ", T, " (one per token)");
+    KVC_TORCH_CHECK_VALUE(token_to_req_indices->size(0) >= T, op, ": token_to_req_indices has ",
+                      token_to_req_indices->size(0),
+                      " elements, fewer than num_tokens = slot_mapping.numel() = ", T);
   }
   return p;
 }

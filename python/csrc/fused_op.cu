@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// 05_torch_op — fused_compress_insert (contract §3): Op A and Op B in one launch, the record
-// written from registers, the latent optional. Validated by kvc::fused_can_implement, then
-// dispatched at run time over ratios x {fp32, bf16} x cache layouts to
-// kvc::launch_fused<R, 512, In, Layout> (48 kernels, the largest of the three files).
+// kvcompress torch package — fused_compress_insert (contract §3): Op A and Op B in one launch,
+// the record written from registers, the latent optional. The tensors become kvc::FusedParams
+// (common.h), then kvc::fused validates and launches the instance <R, 512, In, Layout> of
+// instance_lists.h (48 kernels, the largest of the three files) on the current stream.
+#include "instance_lists.h"  // before any kvcompress header
+
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -33,20 +35,10 @@ void fused_compress_insert(const at::Tensor& kv_score, const at::Tensor& positio
                                query_start_loc, token_to_req_indices, rms_norm_weight,
                                rms_norm_eps, ratio, D, latent);
   p.record = record_args(op, cos_sin_cache, kv_cache, kv_slot_mapping, "kv_slot_mapping",
-                         fp8_scale, kv_score.size(0), kv_score.device());
+                         fp8_scale, p.compress.num_tokens, kv_score.device());
   const c10::cuda::CUDAGuard guard(kv_score.device());
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  kvc::Status s = kvc::fused_can_implement(p);
-  if (s.ok())  // every compiled ratio, dtype and cache layout, head dim 512 only (common.h)
-    s = kvc::dispatch_ratio(p.compress.ratio, [&](auto r) {
-      return kvc::dispatch_dtype(p.compress.dtype, [&](auto element) {
-        return kvc::dispatch_layout<kHeadDim>(p.record.layout, [&](auto layout) {
-          return kvc::launch_fused<decltype(r)::value, kHeadDim, decltype(element),
-                                   decltype(layout)>(p, stream, kvc::LaunchOptions{pdl});
-        });
-      });
-    });
-  throw_if_error(s, op);
+  throw_if_error(kvc::fused(p, stream, kvc::LaunchOptions{pdl}), op);
 }
 
 }  // namespace kvc_torch

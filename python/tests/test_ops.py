@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""pytest for examples/05_torch_op: the three ops against a pure-PyTorch float64 reference.
+"""The three ops against a pure-PyTorch float64 reference, on the GPU (moved here from
+examples/05_torch_op), plus vLLM's size contract (padded calls) and argument errors.
 
-Skipped without torch or without a CUDA device. The first test builds the extension
-(torch.utils.cpp_extension.load; ~3 minutes cold, cached afterwards).
+Skipped without torch, without the compiled ops or without a CUDA device.
 
-    python3 -m pytest examples/05_torch_op -q
+    python3 -m pytest python/tests -q        # from the repository root, package installed
 """
-import os
-import sys
 import zlib
 
 import pytest
@@ -17,8 +15,7 @@ try:
 except ImportError:  # the `ops` fixture skips every test
     torch = None
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kvcompress_torch as kvt  # noqa: E402  (imports torch only when an op runs)
+import kvcompress as kvt
 
 D, P = 512, 64
 N = D - P
@@ -35,9 +32,11 @@ def ops():
     # Skipped per test (not at module level) so that a run without torch or without a GPU
     # reports "N skipped" and exits 0, rather than pytest's 5 for "no tests collected".
     pytest.importorskip("torch")
+    if not kvt.available():
+        pytest.skip(str(kvt.load_error()))
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    return kvt.load(verbose=bool(os.environ.get("KVC_TORCH_VERBOSE")))
+    return kvt
 
 
 def dtype_of(name):
@@ -287,6 +286,99 @@ def test_compress_int32_indices_and_empty():
     kvt.fused_save_compress_norm(e, i, b.state_cache, i, b.qsl.to(DEV),
                                  torch.empty(0, dtype=torch.int32, device=DEV), b.weight, 1e-6, 2,
                                  torch.empty(0, D, dtype=torch.bfloat16, device=DEV))
+
+
+# ---------------------------------------------------------------------------------------------
+# vLLM's size contract: num_tokens = slot_mapping.numel(), the other token tensors may be longer
+
+
+def padded_tokens(b, extra):
+    """b's token tensors with `extra` rows past num_tokens = b.T: kv_score rows NaN, positions
+    that would close a group, latent rows poisoned. Returns (kv_score, positions, req, latent)."""
+    R = b.ratio
+    kv = torch.full((b.T + extra, b.kv_score.shape[1]), float("nan"), dtype=b.dtype, device=DEV)
+    kv[: b.T] = b.kv_score
+    pos = torch.cat([b.positions, torch.arange(extra, dtype=torch.int64) * R + R - 1])
+    req = torch.cat([b.req, torch.zeros(extra, dtype=torch.int32)])
+    latent = torch.full((b.T + extra, D), LATENT_POISON, dtype=torch.int16, device=DEV)
+    return kv, pos.to(DEV), req.to(DEV), latent.view(torch.bfloat16)
+
+
+@pytest.mark.parametrize("ratio", [1, 2, 4])
+def test_compress_padded_call(ratio):
+    """slot_mapping shorter than kv_score / positions / latent_out (a padded batch, as vLLM
+    passes it): rows past it are not read as tokens and keep their poison."""
+    gen = torch.Generator().manual_seed(40 + ratio)
+    b = make_batch(gen, ratio, REQUESTS)
+    want, ring_after = ref_compress(b)
+    extra = 7
+    kv, pos, req, latent = padded_tokens(b, extra)
+    kvt.fused_save_compress_norm(kv, pos, b.state_cache, b.slots.to(DEV),
+                                 b.qsl.to(DEV) if ratio > 1 else None,
+                                 req if ratio > 1 else None, b.weight, b.eps, ratio, latent)
+    torch.cuda.synchronize()
+    b.latent_out = latent[: b.T]
+    assert check_compress(b, want, ring_after) > 0
+    assert (bf16_bits(latent[b.T:].cpu()) == LATENT_POISON).all(), "a row past num_tokens written"
+
+
+def test_insert_and_fused_padded_call():
+    gen = torch.Generator().manual_seed(45)
+    b = make_batch(gen, 2, REQUESTS)
+    extra = 5
+    cache = Cache("fp8_ds_mla", pages=8)
+    total = cache.pages * cache.block
+    kv_slots = torch.randperm(total, generator=gen)[: b.T + extra].to(torch.int64)
+    kv_slots[: b.T][b.slots < 0] = -1
+    cos_sin = cos_sin_table(256, torch.float32)
+    ring0 = b.ring_storage.clone()
+    fused_cache = cache.clone()
+    before = cache.bytes()
+    kv, pos, req, latent = padded_tokens(b, extra)
+
+    # Op A with padded tensors, then Op B with a latent holding rows past num_tokens (closing
+    # positions, valid cache slots in kv_slots[T:] that a full-length call would write).
+    kvt.fused_save_compress_norm(kv, pos, b.state_cache, b.slots.to(DEV), b.qsl.to(DEV), req,
+                                 b.weight, b.eps, 2, latent)
+    latent[b.T:] = random_latent(gen, extra).to(DEV)
+    kvt.rope_quant_insert(latent, pos, cos_sin, cache.tensor, kv_slots[: b.T].to(DEV), 2)
+    torch.cuda.synchronize()
+    expected, tolerant, checks = ref_insert(cache, latent[: b.T], b.positions, kv_slots[: b.T],
+                                            cos_sin, 2, before)
+    assert check_insert(cache, expected, tolerant, checks) > 0
+
+    # The fused op with the same padded tensors (kv_slot_mapping longer too): the same bytes.
+    state_cache = ring_view(ring0, b.capacity)
+    fused_latent = torch.full_like(latent.view(torch.int16), LATENT_POISON).view(torch.bfloat16)
+    kvt.fused_compress_insert(kv, pos, state_cache, b.slots.to(DEV), b.qsl.to(DEV), req,
+                              b.weight, b.eps, 2, cos_sin, fused_cache.tensor, kv_slots.to(DEV),
+                              latent_out=fused_latent)
+    torch.cuda.synchronize()
+    assert torch.equal(fused_cache.bytes(), cache.bytes()), "fused cache != Op A + Op B"
+    assert torch.equal(bf16_bits(fused_latent[: b.T].cpu()), bf16_bits(latent[: b.T].cpu()))
+    assert (bf16_bits(fused_latent[b.T:].cpu()) == LATENT_POISON).all()
+    assert torch.equal(bits(ring0.cpu()), bits(b.ring_storage.cpu()))
+
+
+def test_zero_tokens_is_a_no_op():
+    """slot_mapping empty, every other tensor full: nothing is read or written."""
+    gen = torch.Generator().manual_seed(46)
+    b = make_batch(gen, 2, REQUESTS)
+    empty = torch.empty(0, dtype=torch.int64, device=DEV)
+    kvt.fused_save_compress_norm(b.kv_score, b.positions.to(DEV), b.state_cache, empty,
+                                 b.qsl.to(DEV), b.req.to(DEV), b.weight, b.eps, 2, b.latent_out)
+    cache = Cache("bf16")
+    before = cache.bytes()
+    latent = random_latent(gen, b.T).to(DEV)
+    cos_sin = cos_sin_table(256, torch.float32)
+    kvt.rope_quant_insert(latent, b.positions.to(DEV), cos_sin, cache.tensor, empty, 2)
+    kvt.fused_compress_insert(b.kv_score, b.positions.to(DEV), b.state_cache, empty,
+                              b.qsl.to(DEV), b.req.to(DEV), b.weight, b.eps, 2, cos_sin,
+                              cache.tensor, empty, latent_out=b.latent_out)
+    torch.cuda.synchronize()
+    assert (bf16_bits(b.latent_out.cpu()) == LATENT_POISON).all()
+    assert torch.equal(bits(b.ring_storage.cpu()), bits(b.ring_storage_cpu))
+    assert torch.equal(cache.bytes(), before)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,6 +640,14 @@ def compress_args(b, **override):
 def assert_untouched(b):
     torch.cuda.synchronize()
     assert (b.latent_out.cpu().view(torch.int16) == LATENT_POISON).all()
+    assert torch.equal(bits(b.ring_storage.cpu()), bits(b.ring_storage_cpu)), "ring written"
+
+
+def padded_rows(t, pad):
+    """A copy of 2-D `t` whose rows are `pad` elements apart more than their width."""
+    storage = torch.zeros(t.shape[0], t.shape[1] + pad, dtype=t.dtype, device=t.device)
+    storage[:, : t.shape[1]] = t
+    return storage[:, : t.shape[1]]
 
 
 @pytest.mark.parametrize("override, message", [
@@ -555,7 +655,19 @@ def assert_untouched(b):
     (lambda b: dict(kv_score=b.kv_score[:, :1000]), r"kv_score has shape \[6, 1000\]"),
     (lambda b: dict(positions=b.positions), r"positions must be a CUDA tensor"),
     (lambda b: dict(positions=b.positions.float().to(DEV)), r"positions must be int64 or int32"),
-    (lambda b: dict(slot_mapping=b.slots[:5].to(DEV)), r"slot_mapping has 5 elements"),
+    (lambda b: dict(positions=b.positions[:5].to(DEV)),
+     r"positions has 5 elements, fewer than num_tokens = slot_mapping.numel\(\) = 6"),
+    (lambda b: dict(kv_score=b.kv_score[:5]), r"kv_score has shape \[5, 1024\], fewer rows"),
+    (lambda b: dict(latent_out=b.latent_out[:4]), r"latent_out has shape \[4, 512\], fewer rows"),
+    (lambda b: dict(token_to_req_indices=b.req[:3].to(DEV)), r"token_to_req_indices has 3"),
+    (lambda b: dict(slot_mapping=b.slots.to(DEV)[None]), r"slot_mapping must be 1-D"),
+    (lambda b: dict(slot_mapping=b.slots.float().to(DEV)), r"slot_mapping must be int64 or int32"),
+    (lambda b: dict(positions=b.positions.to(DEV).repeat_interleave(2)[::2]),
+     r"positions must be contiguous in its last dim, got strides \[2\]"),
+    (lambda b: dict(rms_norm_weight=b.weight.cpu()), r"rms_norm_weight must be a CUDA tensor"),
+    (lambda b: dict(rms_norm_eps=0.0), r"rms_norm_eps 0.0+ must be finite and > 0"),
+    (lambda b: dict(kv_score=b.kv_score.cpu()), r"kv_score must be a CUDA tensor"),
+    (lambda b: dict(kv_score=padded_rows(b.kv_score, 2)), r"kv_score row stride 1026"),
     (lambda b: dict(rms_norm_weight=b.weight.float()), r"rms_norm_weight must be"),
     (lambda b: dict(latent_out=b.latent_out.float()), r"latent_out must be"),
     (lambda b: dict(query_start_loc=b.qsl.long().to(DEV)), r"query_start_loc must be"),
@@ -603,6 +715,14 @@ def test_insert_bad_arguments(small):
         (dict(kv_cache=fp8.tensor[:, :, :256]), r"built for rows of head dim 512"),
         (dict(slot_mapping=slots.int().float()), r"slot_mapping must be int64 or int32"),
         (dict(positions=pos[:4]), r"positions has 4 elements"),
+        (dict(latent=latent[:4]), r"latent has shape \[4, 512\], fewer rows than num_tokens"),
+        (dict(slot_mapping=slots.repeat_interleave(2)[::2]), r"slot_mapping must be contiguous"),
+        (dict(slot_mapping=slots[None]), r"slot_mapping must be 1-D"),
+        (dict(latent=latent.cpu(), positions=pos.cpu(), cos_sin_cache=cs.cpu(),
+              kv_cache=cache.tensor.cpu(), slot_mapping=slots.cpu()),
+         r"latent must be a CUDA tensor"),  # all on the CPU: the CPU registration says so
+        (dict(kv_cache=cache.storage[:, : 16 * 584].unflatten(1, (8, 1168))[:, :, :584]),
+         r"packed within a page"),
         (dict(compress_ratio=0), r"compress_ratio 0 must be >= 1"),
     ]
     before = cache.bytes()
