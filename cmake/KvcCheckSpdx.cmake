@@ -7,7 +7,7 @@ if(NOT KVC_SOURCE_DIR)
 endif()
 set(missing "")
 set(count 0)
-foreach(dir include tests examples bench scripts cmake)
+foreach(dir include tests examples bench scripts cmake python)
   file(GLOB_RECURSE files RELATIVE "${KVC_SOURCE_DIR}"
        "${KVC_SOURCE_DIR}/${dir}/*.hpp" "${KVC_SOURCE_DIR}/${dir}/*.cuh" "${KVC_SOURCE_DIR}/${dir}/*.cu"
        "${KVC_SOURCE_DIR}/${dir}/*.cpp" "${KVC_SOURCE_DIR}/${dir}/*.h" "${KVC_SOURCE_DIR}/${dir}/*.py"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # GPU check of a build: device tests, the examples, the benchmark (when present), the torch
-# op (KVC_TORCH_CHECK=1: cold JIT build, timed, and its pytest; KVC_TORCH_TEST=0 skips the
-# pytest), the peer comparison (KVC_PEER_CHECK=1: .peer/peer_bench.py, a copy of
-# ../shared/peer, against the torch op), then compute-sanitizer memcheck and racecheck
+# package (KVC_TORCH_CHECK=1: `pip install --no-build-isolation --no-deps python/` from a
+# clean python/build, timed, then its pytest and examples/05_torch_op/example.py;
+# KVC_TORCH_TEST=0 skips those two), the peer comparison (KVC_PEER_CHECK=1:
+# .peer/peer_bench.py, a copy of ../shared/peer, against the installed package `kvcompress`),
+# then compute-sanitizer memcheck and racecheck
 # (KVC_SANITIZE=0 skips them); prints a short table last. kvc_adversarial_tests (issue 13,
 # when built) runs after the device tests and once more under memcheck; KVC_ADVERSARIAL=0
 # skips both, KVC_ADVERSARIAL_ARGS adds arguments (e.g. "--filter A.r2."), and
@@ -26,12 +28,12 @@ run() {  # name, seconds, command...
 }
 here=$(cd "$(dirname "$0")/.." && pwd)
 if [[ ${KVC_TORCH_CHECK:-0} == 1 ]]; then
-  # examples/05_torch_op: a cold just-in-time build (timed), on the CPUs while the device
-  # tests run; its pytest and the peer comparison follow the benchmark.
-  tdir=$(mktemp -d)
-  KVC_TORCH_BUILD_DIR="$tdir" timeout 400 python3 -c \
-    "import sys,time; sys.path.insert(0,'$here/examples/05_torch_op'); import kvcompress_torch as k; t=time.time(); k.load(); print('torch op built in %.0f s' % (time.time()-t))" \
-    >"$out/torch_build.log" 2>&1 &
+  # The torch package (python/): a clean ahead-of-time build and install (timed), on the
+  # CPUs while the device tests run; its pytest and the peer comparison follow the benchmark.
+  rm -rf "$here/python/build"
+  (start=$SECONDS
+   timeout 600 python3 -m pip install --no-build-isolation --no-deps -v "$here/python" &&
+     echo "torch package built in $((SECONDS - start)) s") >"$out/torch_build.log" 2>&1 &
   torch_pid=$!
 fi
 run device 200 "$bin/kvc_device_tests" --duration=true
@@ -63,12 +65,15 @@ if [[ ${KVC_TORCH_CHECK:-0} == 1 ]]; then
   result[torch_build]="rc=$torch_rc $(grep -o 'built in [0-9]* s' "$out/torch_build.log")"
   tail -n 5 "$out/torch_build.log"
   if [[ ${KVC_TORCH_TEST:-1} == 1 ]]; then
-    run torch_test 300 env KVC_TORCH_BUILD_DIR="$tdir" python3 -m pytest -q -p no:cacheprovider "$here/examples/05_torch_op"
+    # From the repository root: run from python/, the source folder would shadow the package.
+    run torch_test 400 env -C "$here" python3 -m pytest -q -rs -p no:cacheprovider python/tests
     result[torch_test]="${result[torch_test]} $(tail -n1 "$out/torch_test.log")"
+    run torch_example 200 python3 "$here/examples/05_torch_op/example.py"
+    result[torch_example]="${result[torch_example]} $(tail -n1 "$out/torch_example.log")"
   fi
   if [[ ${KVC_PEER_CHECK:-0} == 1 && -f "$here/.peer/peer_bench.py" ]]; then
-    run peer 300 env KVC_TORCH_BUILD_DIR="$tdir" PYTHONUNBUFFERED=1 python3 "$here/.peer/peer_bench.py" \
-      --ops "$here/examples/05_torch_op" --json "$out/peer.json" ${KVC_PEER_ARGS:-}
+    run peer 300 env PYTHONUNBUFFERED=1 python3 "$here/.peer/peer_bench.py" \
+      --json "$out/peer.json" ${KVC_PEER_ARGS:-}
     sed -n '/^| shape/,$p' "$out/peer.log"
     [[ -f "$out/peer.json" ]] && python3 "$(dirname "$0")/peer_report.py" "$out/peer.json" \
       --commit "${KVC_COMMIT:-unknown}" --out "$out/PEER.md" >/dev/null
@@ -100,6 +105,6 @@ fi
 echo
 echo "| step | result |"
 echo "|---|---|"
-for k in device debug_contract adversarial memcheck adversarial_memcheck racecheck torch_build torch_test peer bench $(printf '%s\n' "${!result[@]}" | grep kvc_example | sort); do
+for k in device debug_contract adversarial memcheck adversarial_memcheck racecheck torch_build torch_test torch_example peer bench $(printf '%s\n' "${!result[@]}" | grep kvc_example | sort); do
   [[ -n ${result[$k]:-} ]] && echo "| $k | ${result[$k]} |"
 done

@@ -37,7 +37,7 @@ def main():
     args = ap.parse_args()
     rows = json.load(open(args.json))
     lines = [f"## Against the peer (vLLM's V4.1 Triton kernels), {args.date}, {args.commit}", "",
-             "`python3 .peer/peer_bench.py --ops examples/05_torch_op` (a copy of ../shared/peer): same batches, "
+             "`python3 .peer/peer_bench.py` against the installed package `kvcompress` (a copy of ../shared/peer): same batches, "
              "graph replay, hot L2, microseconds per launch; x = peer / ours (> 1: kvcompress faster). "
              "Targets (issue 11): x A >= 1.3 at decode and speculative shapes, >= 1.1 elsewhere; x B >= 1.3; "
              "x step >= 1.5; decode step at 64x2 and 256x2 <= 3.0 us.", "",
