@@ -6,6 +6,8 @@ graph capture and replay with changed inputs.
 
     python3 -m pytest python/tests -q        # from the repository root, package installed
 """
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -134,6 +136,82 @@ def test_cpu_tensors_raise_a_clear_error():
     with pytest.raises(ValueError, match=r"rope_quant_insert: latent must be a CUDA tensor"):
         kvt.rope_quant_insert(x["latent_out"], x["positions"], x["cos_sin_cache"], x["kv_cache"],
                               x["kv_slot_mapping"], 2)
+
+
+@pytest.fixture
+def stand_in_cpu_kernels():
+    """CPU kernels that write (made-up values) into exactly the tensors the schemas mark as
+    written, in place of the CUDA code: PyTorch's machinery (opcheck, torch.compile with
+    inductor) then runs end to end without a GPU. The real CPU registration comes back after."""
+    from torch.library import _scoped_library
+
+    def op_a(kv_score, positions, state_cache, slot_mapping, query_start_loc,
+             token_to_req_indices, rms_norm_weight, rms_norm_eps, compress_ratio, latent_out,
+             pdl=True):
+        T = slot_mapping.numel()
+        latent_out[:T].copy_(kv_score[:T, :D] * (rms_norm_eps * 1e6))
+        if compress_ratio > 1:
+            state_cache[1, :2].copy_(kv_score[:2])
+
+    def op_b(latent, positions, cos_sin_cache, kv_cache, slot_mapping, compress_ratio,
+             fp8_scale=None, pdl=True):
+        kv_cache[1, :3, :D].copy_(latent[:3].view(torch.uint8)[:, :D])
+
+    def fused(kv_score, positions, state_cache, slot_mapping, query_start_loc,
+              token_to_req_indices, rms_norm_weight, rms_norm_eps, compress_ratio,
+              cos_sin_cache, kv_cache, kv_slot_mapping, latent_out=None, fp8_scale=None,
+              pdl=True):
+        kv_cache.add_(1)
+        if latent_out is not None:
+            latent_out.add_(1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Overriding a previously registered kernel"
+        with _scoped_library("kvcompress", "IMPL") as lib:
+            lib.impl("fused_save_compress_norm", op_a, "CPU", allow_override=True)
+            lib.impl("rope_quant_insert", op_b, "CPU", allow_override=True)
+            lib.impl("fused_compress_insert", fused, "CPU", allow_override=True)
+            yield
+    with pytest.raises(ValueError, match=r"must be a CUDA tensor"):  # the real one is back
+        step(small_inputs())
+
+
+def padded_cpu_inputs(ratio):
+    """small_inputs with vLLM's padded ring pages and cache page stride (views of a base)."""
+    x = small_inputs(ratio=ratio, rows=9)
+    x["kv_score"].copy_(torch.randn(x["kv_score"].shape, generator=torch.Generator().manual_seed(0)))
+    if ratio > 1:
+        x["state_cache"] = torch.zeros(4, 8 * 2 * D + 16)[:, : 8 * 2 * D].unflatten(1, (8, 2 * D))
+    x["kv_cache"] = torch.zeros(4, 9792, dtype=torch.uint8)[:, : 16 * 584].unflatten(1, (16, 584))
+    return x
+
+
+@pytest.mark.parametrize("ratio", [1, 2])
+def test_opcheck_with_stand_in_kernels(stand_in_cpu_kernels, ratio):
+    x = padded_cpu_inputs(ratio)
+    a_args = (x["kv_score"], x["positions"], x["state_cache"], x["slot_mapping"],
+              x["query_start_loc"], x["token_to_req_indices"], x["rms_norm_weight"], 1e-6,
+              ratio, x["latent_out"])
+    torch.library.opcheck(op("fused_save_compress_norm"), a_args)
+    torch.library.opcheck(op("rope_quant_insert"),
+                          (x["latent_out"], x["positions"], x["cos_sin_cache"], x["kv_cache"],
+                           x["kv_slot_mapping"], ratio))
+    torch.library.opcheck(op("fused_compress_insert"),
+                          a_args[:9] + (x["cos_sin_cache"], x["kv_cache"], x["kv_slot_mapping"]),
+                          {"latent_out": x["latent_out"], "pdl": False})
+
+
+@pytest.mark.parametrize("ratio", [1, 2])
+def test_compile_with_stand_in_kernels_equals_eager(stand_in_cpu_kernels, ratio):
+    """Inductor's functionalization and re-inplacing of both ops, with written arguments that
+    are views into padded storage: the compiled step writes what the eager one does."""
+    eager, compiled = padded_cpu_inputs(ratio), padded_cpu_inputs(ratio)
+    step(eager, ratio)
+    torch._dynamo.reset()
+    torch.compile(step, fullgraph=True)(compiled, ratio)
+    for k, v in eager.items():
+        assert (v is None and compiled[k] is None) or torch.equal(v, compiled[k]), k
+    assert eager["latent_out"].abs().sum() > 0 and eager["kv_cache"].sum() > 0
 
 
 # ---------------------------------------------------------------------------------------------
