@@ -32,7 +32,7 @@ if [[ ${KVC_TORCH_CHECK:-0} == 1 ]]; then
   # CPUs while the device tests run; its pytest and the peer comparison follow the benchmark.
   rm -rf "$here/python/build"
   (start=$SECONDS
-   timeout 600 python3 -m pip install --no-build-isolation --no-deps -v "$here/python" &&
+   PIP_BREAK_SYSTEM_PACKAGES=1 timeout 600 python3 -m pip install --no-build-isolation --no-deps -v "$here/python" &&
      echo "torch package built in $((SECONDS - start)) s") >"$out/torch_build.log" 2>&1 &
   torch_pid=$!
 fi
