@@ -99,30 +99,6 @@ KVC_DEVICE bool record_target(const RecordArgs& r, int64_t pos, int64_t slot, in
   return true;
 }
 
-/// record_target for the tokens of a warp's lanes at once (Op B's planning): no branch per
-/// lane; the skips are counted by ballot, by lane 0, when `errors` is given (warp-uniform).
-/// A lane without a token passes slot -1. Every lane of the warp must call it.
-template <int Ratio>
-KVC_DEVICE bool record_target_warp(const RecordArgs& r, int64_t pos, int64_t slot,
-                                   int64_t& group_pos, ErrorCounters* errors) {
-  const bool has_slot = slot >= 0;
-  const bool pos_ok = pos >= 0;
-  const bool closes = (pos + 1) % Ratio == 0;
-  const bool in_cache = r.cache.num_pages < 0 || slot < r.cache.num_pages * r.cache.block_size;
-  group_pos = (pos / Ratio) * Ratio;
-  const bool in_table = group_pos < r.cos_sin_rows;
-  if (errors != nullptr) {
-    const bool candidate = has_slot && pos_ok && closes;
-    const unsigned pos_bad = __ballot_sync(0xffffffffu, (has_slot && !pos_ok) || (candidate && in_cache && !in_table));
-    const unsigned cache_bad = __ballot_sync(0xffffffffu, candidate && !in_cache);
-    if (threadIdx.x % 32 == 0) {
-      if (pos_bad != 0u) atomicAdd(&errors->position_out_of_range, __popc(pos_bad));
-      if (cache_bad != 0u) atomicAdd(&errors->cache_slot_out_of_range, __popc(cache_bad));
-    }
-  }
-  return has_slot && pos_ok && closes && in_cache && in_table;
-}
-
 /// The angles of a record's group position, for thread `lane` of the threads holding rows
 /// as Row.
 template <class Layout, class Row>
@@ -179,14 +155,15 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
 
   // 1. One token per lane: slot and position together, then the writers of the window
   // (the same in every warp of the row group).
-  int64_t slot = -1, pos = 0, group_pos = 0;
+  int64_t slot = -1, group_pos = 0;
+  bool writes = false;
   if (lane < window && w0 + lane < p.num_tokens) {
     slot = p.record.cache_slot.load(w0 + lane);
-    pos = p.positions.load(w0 + lane);
+    const int64_t pos = p.positions.load(w0 + lane);
+    // The first warp of the row group counts skipped tokens (every warp sees the same ones).
+    writes = detail::record_target<Ratio>(p.record, pos, slot, group_pos,
+                                          thread < 32 ? p.errors : nullptr);
   }
-  // The first warp of the row group counts skipped tokens (every warp sees the same ones).
-  const bool writes = detail::record_target_warp<Ratio>(p.record, pos, slot, group_pos,
-                                                        thread < 32 ? p.errors : nullptr);
   unsigned writers = __ballot_sync(kAll, writes);
   if (writers == 0u) return;  // uniform over the record's threads
 
