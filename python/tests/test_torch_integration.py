@@ -186,9 +186,8 @@ def padded_cpu_inputs(ratio):
     return x
 
 
-@pytest.mark.parametrize("ratio", [1, 2])
-def test_opcheck_with_stand_in_kernels(stand_in_cpu_kernels, ratio):
-    x = padded_cpu_inputs(ratio)
+def opcheck_all_ops(x, ratio):
+    """torch.library.opcheck of the three ops on the batch `x` (same tensors either device)."""
     a_args = (x["kv_score"], x["positions"], x["state_cache"], x["slot_mapping"],
               x["query_start_loc"], x["token_to_req_indices"], x["rms_norm_weight"], 1e-6,
               ratio, x["latent_out"])
@@ -199,6 +198,12 @@ def test_opcheck_with_stand_in_kernels(stand_in_cpu_kernels, ratio):
     torch.library.opcheck(op("fused_compress_insert"),
                           a_args[:9] + (x["cos_sin_cache"], x["kv_cache"], x["kv_slot_mapping"]),
                           {"latent_out": x["latent_out"], "pdl": False})
+
+
+@pytest.mark.parametrize("ratio", [1, 2])
+def test_opcheck_with_stand_in_kernels(stand_in_cpu_kernels, ratio):
+    x = padded_cpu_inputs(ratio)
+    opcheck_all_ops(x, ratio)
 
 
 @pytest.mark.parametrize("ratio", [1, 2])
@@ -264,16 +269,7 @@ def assert_same(a, b):
 def test_opcheck(ratio):
     cuda_or_skip()
     x, b, cache = gpu_batch(ratio)
-    a_args = (x["kv_score"], x["positions"], x["state_cache"], x["slot_mapping"],
-              x["query_start_loc"], x["token_to_req_indices"], x["rms_norm_weight"], 1e-6,
-              ratio, x["latent_out"])
-    torch.library.opcheck(op("fused_save_compress_norm"), a_args)
-    torch.library.opcheck(op("rope_quant_insert"),
-                          (x["latent_out"], x["positions"], x["cos_sin_cache"], x["kv_cache"],
-                           x["kv_slot_mapping"], ratio))
-    torch.library.opcheck(op("fused_compress_insert"),
-                          a_args[:9] + (x["cos_sin_cache"], x["kv_cache"], x["kv_slot_mapping"]),
-                          {"latent_out": x["latent_out"], "pdl": False})
+    opcheck_all_ops(x, ratio)
 
 
 @pytest.mark.parametrize("ratio", [1, 2])
