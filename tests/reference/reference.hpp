@@ -49,6 +49,18 @@
 //      Fp8Rows: NaN -> 0x7F | sign of the NaN, +-inf -> 0x7E / 0xFE (satfinite).
 //        Note: on a GPU an fp32 multiply of a NaN yields the canonical positive
 //        NaN, so a kernel has to carry the sign explicitly to match this.
+//      Mxfp8 / Nvfp4 / Nvfp4Rows (D = 512, P = 64): the whole row y (NoPE dims and the
+//        RoPE dims) is quantized in tiles. Their RoPE values are NOT the float64 ones:
+//        they are the contract's fp32 rotation (rope_fp32 below, one fma-compensated
+//        product per element), a NaN becoming +0.0f when sanitize. Mxfp8 tile (32 dims)
+//        with a NaN/inf: UE8M0 byte 0xFF (0xFE when sanitize), e = 128 (127), values as
+//        Fp8DsMla. Nvfp4 tile (16 dims) with a NaN/inf: e4m3 scale byte 0x7F (NaN), or
+//        0x7E (448) when sanitize, and every value is quantized with that scale (so
+//        unsanitized every code is 0; sanitized inf -> +-6, NaN -> 0).
+//      Fp8DsMlaV32 (D = 576, P = 64): NoPE tile (128 dims) with a NaN/inf: fp32 scale
+//        bits 0x7FC00000 (NaN), e = 128, or 0x7F000000 (2^127), e = 127, when sanitize;
+//        values as Fp8DsMla. RoPE values as bf16, float64-exact as the other layouts.
+//  * e2m1 (FP4) encoding keeps the sign of zero like e4m3 (-0.1 -> 0x8) but NaN -> 0x0.
 #pragma once
 
 #include <algorithm>
@@ -202,6 +214,39 @@ inline uint8_t e4m3_rne_satfinite(double x) {
   int code;
   if (dlo < dhi) code = lo;
   else if (dhi < dlo) code = hi;
+  else code = (lo % 2 == 0) ? lo : hi;
+  return static_cast<uint8_t>(sign | code);
+}
+
+// OCP FP4 E2M1: 1 sign bit (bit 3), 2 exponent bits (bias 1), 1 mantissa bit.
+//   exponent 0     : subnormal, value = m * 0.5
+//   exponent 1..3  : normal,    value = (1 + m/2) * 2^(exp-1)
+//   no NaN, no infinities; magnitudes of codes 0..7: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+inline double e2m1_to_double(uint8_t code) {
+  const bool neg = (code >> 3) & 1u;
+  const int exp = (code >> 1) & 0x3;
+  const int man = code & 0x1;
+  const double mag = (exp == 0) ? 0.5 * man : std::ldexp(1.0 + man / 2.0, exp - 1);
+  return neg ? -mag : mag;
+}
+
+// Nearest e2m1 value, ties to the even code (even mantissa bit); |x| > 6 (incl. inf)
+// saturates to +-6; NaN -> 0x0 (no sign). The sign bit comes from x even when the
+// magnitude rounds to 0 (-0.0 -> 0x8, -0.1 -> 0x8). The midpoints of adjacent
+// magnitudes are exact dyadic doubles, so comparing against them is exact.
+inline uint8_t e2m1_rne_satfinite(double x) {
+  if (std::isnan(x)) return 0x0u;
+  const uint8_t sign = std::signbit(x) ? 0x8u : 0u;
+  const double a = std::fabs(x);
+  if (a >= 6.0) return static_cast<uint8_t>(sign | 0x7u);
+  int lo = 0;  // largest code with value(lo) <= a (a < 6, so lo <= 6)
+  while (lo < 6 && e2m1_to_double(static_cast<uint8_t>(lo + 1)) <= a) ++lo;
+  const int hi = lo + 1;
+  const double mid = 0.5 * (e2m1_to_double(static_cast<uint8_t>(lo)) +
+                            e2m1_to_double(static_cast<uint8_t>(hi)));
+  int code;
+  if (a < mid) code = lo;
+  else if (a > mid) code = hi;
   else code = (lo % 2 == 0) ? lo : hi;
   return static_cast<uint8_t>(sign | code);
 }
@@ -440,7 +485,10 @@ inline CompressExpected compress_reference(const CompressInputs& in) {
 // contract §2, Op B (rope, quantize, insert)
 // ============================================================================
 
-enum class Layout { Fp8DsMla, Bf16Rows, Fp8Rows };
+// Mxfp8, Nvfp4 (page-segregated values / scales like Fp8DsMla), Nvfp4Rows (one record
+// per row, row_stride_bytes apart): D = 512, P = 64. Fp8DsMlaV32: D = 576, P = 64,
+// one 656-byte record per row, row_stride_bytes apart.
+enum class Layout { Fp8DsMla, Bf16Rows, Fp8Rows, Mxfp8, Nvfp4, Nvfp4Rows, Fp8DsMlaV32 };
 enum class RopeStyle { GptJ, NeoX };
 
 struct InsertInputs {
@@ -475,7 +523,58 @@ struct InsertExpected {
 inline constexpr int64_t kDsMlaValueBytes = 576;  // 448 e4m3 + 64 bf16
 inline constexpr int64_t kDsMlaScaleBytes = 8;    // 7 UE8M0 + 1 zero byte
 
+// Bytes of one record of `layout` (head_dim matters only for the plain rows layouts).
+inline int64_t record_bytes(Layout layout, int head_dim) {
+  switch (layout) {
+    case Layout::Fp8DsMla: return 584;     // 576 values + 8 scales
+    case Layout::Bf16Rows: return 2 * static_cast<int64_t>(head_dim);
+    case Layout::Fp8Rows: return head_dim;
+    case Layout::Mxfp8: return 528;        // 512 e4m3 + 16 UE8M0
+    case Layout::Nvfp4: return 288;        // 256 packed e2m1 + 32 e4m3
+    case Layout::Nvfp4Rows: return 288;
+    case Layout::Fp8DsMlaV32: return 656;  // 512 e4m3 + 4 fp32 + 64 bf16
+  }
+  throw std::invalid_argument("kvcref: record_bytes: unknown layout");
+}
+
+// vLLM's page stride for block_size rows: the page-segregated layouts round the page up to
+// a multiple of their value row (576 / 512 bytes), V32 and the rows layouts do not.
+inline int64_t vllm_page_stride(Layout layout, int block_size, int head_dim = 512) {
+  const int64_t B = block_size;
+  auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
+  switch (layout) {
+    case Layout::Fp8DsMla: return round_up(B * 584, 576);
+    case Layout::Mxfp8: return round_up(B * 528, 512);
+    case Layout::Nvfp4:
+    case Layout::Nvfp4Rows: return round_up(B * 288, 512);
+    case Layout::Fp8DsMlaV32: return B * 656;
+    case Layout::Bf16Rows:
+    case Layout::Fp8Rows: return B * record_bytes(layout, head_dim);
+  }
+  throw std::invalid_argument("kvcref: vllm_page_stride: unknown layout");
+}
+
+// The contract's fp32 RoPE element (Mxfp8 / Nvfp4 / Nvfp4Rows): xv is the element, ov its
+// pair partner, c / s the table's cos / sin; first = xv is the pair's first element (the one
+// that gets x*c - y*s). The product ov*s is carried as p + pe (pe its exact fma residual,
+// 0 when p is not finite). Explicit std::fma and plain float operations, one per statement.
+inline float rope_fp32(float xv, float ov, float c, float s, bool first) {
+  const float p = ov * s;
+  const float pe = (std::fabs(p) <= FLT_MAX) ? std::fma(ov, s, -p) : 0.0f;
+  if (first) {
+    const float h = std::fma(xv, c, -p);
+    return h - pe;
+  }
+  const float h = std::fma(xv, c, p);
+  return h + pe;
+}
+
 namespace detail {
+
+inline void put_u32(std::vector<uint8_t>& cache, int64_t off, uint32_t v) {
+  for (int i = 0; i < 4; ++i)  // little-endian
+    cache[static_cast<size_t>(off + i)] = static_cast<uint8_t>((v >> (8 * i)) & 0xff);
+}
 
 inline void put_bf16(std::vector<uint8_t>& cache, int64_t off, uint16_t v) {
   cache[static_cast<size_t>(off)] = static_cast<uint8_t>(v & 0xff);  // little-endian
@@ -503,6 +602,11 @@ inline InsertExpected insert_reference(const InsertInputs& in,
   const int64_t T = in.num_tokens;
   require(D > 0 && P > 0 && P % 2 == 0 && P <= D && R >= 1 && B > 0 && T >= 0, "bad dims");
   if (in.layout == Layout::Fp8DsMla) require(D == 512 && P == 64, "Fp8DsMla needs D=512, P=64");
+  if (in.layout == Layout::Mxfp8 || in.layout == Layout::Nvfp4 || in.layout == Layout::Nvfp4Rows)
+    require(D == 512 && P == 64, "Mxfp8 / Nvfp4 / Nvfp4Rows need D=512, P=64");
+  if (in.layout == Layout::Fp8DsMlaV32) require(D == 576 && P == 64, "Fp8DsMlaV32 needs D=576, P=64");
+  const bool fp32_rope =
+      in.layout == Layout::Mxfp8 || in.layout == Layout::Nvfp4 || in.layout == Layout::Nvfp4Rows;
 
   InsertExpected out;
   out.cache = initial_cache;
@@ -516,6 +620,7 @@ inline InsertExpected insert_reference(const InsertInputs& in,
 
   std::vector<double> x(static_cast<size_t>(D));       // float(latent), exact
   std::vector<double> rot(static_cast<size_t>(P));     // exact rotated RoPE values
+  std::vector<float> y(static_cast<size_t>(D));        // fp32 row (x, then rope_fp32)
   const int H = P / 2;
 
   for (int64_t t = 0; t < T; ++t) {
@@ -549,6 +654,22 @@ inline InsertExpected insert_reference(const InsertInputs& in,
     if (in.sanitize)
       for (int j = 0; j < P; ++j)
         if (std::isnan(rot[j])) rot[j] = 0.0;   // +0.0
+    if (fp32_rope) {
+      // The fp32 row: x for the NoPE dims, the contract's fp32 rotation for the RoPE dims.
+      for (int d = 0; d < N; ++d) y[d] = static_cast<float>(x[d]);
+      for (int i = 0; i < H; ++i) {
+        const float c = cs[i], sn = cs[H + i];
+        int ia, ib;
+        if (in.rope_style == RopeStyle::GptJ) { ia = 2 * i; ib = 2 * i + 1; }
+        else { ia = i; ib = i + H; }
+        const float e = static_cast<float>(x[N + ia]), o = static_cast<float>(x[N + ib]);
+        y[N + ia] = rope_fp32(e, o, c, sn, true);
+        y[N + ib] = rope_fp32(o, e, c, sn, false);
+      }
+      if (in.sanitize)
+        for (int j = 0; j < P; ++j)
+          if (std::isnan(y[N + j])) y[N + j] = 0.0f;  // +0.0f
+    }
 
     if (in.layout == Layout::Fp8DsMla) {
       const int64_t base = page * in.page_stride_bytes;
@@ -596,6 +717,114 @@ inline InsertExpected insert_reference(const InsertInputs& in,
       for (int d = 0; d < N; ++d) detail::put_bf16(out.cache, rec + 2 * d, lat[d]);
       for (int j = 0; j < P; ++j) {
         const int64_t off = rec + 2 * (N + j);
+        detail::put_bf16(out.cache, off, bf16_round(rot[j]));
+        out.rope_bf16.push_back({off, rot[j]});
+      }
+    } else if (in.layout == Layout::Mxfp8) {
+      const int64_t base = page * in.page_stride_bytes;
+      const int64_t vrow = base + row * 512;
+      const int64_t srow = base + static_cast<int64_t>(B) * 512 + row * 16;
+      check_range(vrow, 512);
+      check_range(srow, 16);
+      for (int k = 0; k < 16; ++k) {
+        bool nonfinite = false;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) {
+          const float v = y[32 * k + j];
+          if (!std::isfinite(v)) { nonfinite = true; continue; }
+          amax = std::max(amax, std::fabs(v));
+        }
+        int e;
+        uint8_t scale_byte;
+        if (nonfinite) {
+          e = in.sanitize ? 127 : 128;
+          scale_byte = in.sanitize ? 0xFE : 0xFF;
+        } else {
+          const float a = std::max(amax, 1e-4f);
+          const float v = detail::fmul32(a, 1.0f / 448.0f);      // fp32 multiply
+          e = ceil_log2_exact(static_cast<double>(v));
+          scale_byte = static_cast<uint8_t>(std::min(255, std::max(0, e + 127)));
+        }
+        out.cache[static_cast<size_t>(srow + k)] = scale_byte;
+        for (int j = 0; j < 32; ++j) {
+          const double v = static_cast<double>(y[32 * k + j]);
+          uint8_t code;
+          if (std::isnan(v)) code = std::signbit(v) ? 0xFF : 0x7F;
+          else code = e4m3_rne_satfinite(detail::clamp448(std::ldexp(v, -e)));
+          out.cache[static_cast<size_t>(vrow + 32 * k + j)] = code;
+        }
+      }
+    } else if (in.layout == Layout::Nvfp4 || in.layout == Layout::Nvfp4Rows) {
+      int64_t vals, scales;
+      if (in.layout == Layout::Nvfp4) {
+        const int64_t base = page * in.page_stride_bytes;
+        vals = base + row * 256;
+        scales = base + static_cast<int64_t>(B) * 256 + row * 32;
+      } else {
+        vals = page * in.page_stride_bytes + row * in.row_stride_bytes;
+        scales = vals + 256;
+      }
+      check_range(vals, 256);
+      check_range(scales, 32);
+      std::array<uint8_t, 512> codes{};
+      for (int k = 0; k < 32; ++k) {
+        bool nonfinite = false;
+        float amax = 0.0f;
+        for (int j = 0; j < 16; ++j) {
+          const float v = y[16 * k + j];
+          if (!std::isfinite(v)) { nonfinite = true; continue; }
+          amax = std::max(amax, std::fabs(v));
+        }
+        uint8_t scale_byte;
+        if (nonfinite) {
+          scale_byte = in.sanitize ? 0x7E : 0x7F;
+        } else {
+          float t = amax / 6.0f;                                 // fp32 division
+          t = std::min(448.0f, std::max(0.001953125f, t));       // [2^-9, 448]
+          scale_byte = e4m3_rne_satfinite(static_cast<double>(t));
+        }
+        const float S = static_cast<float>(e4m3_to_double(scale_byte));  // exact (or NaN)
+        out.cache[static_cast<size_t>(scales + k)] = scale_byte;
+        for (int j = 0; j < 16; ++j) {
+          const float q = y[16 * k + j] / S;                    // fp32 division
+          codes[static_cast<size_t>(16 * k + j)] = e2m1_rne_satfinite(static_cast<double>(q));
+        }
+      }
+      for (int b = 0; b < 256; ++b)
+        out.cache[static_cast<size_t>(vals + b)] = static_cast<uint8_t>(
+            codes[static_cast<size_t>(2 * b)] | (codes[static_cast<size_t>(2 * b + 1)] << 4));
+    } else if (in.layout == Layout::Fp8DsMlaV32) {
+      const int64_t rec = page * in.page_stride_bytes + row * in.row_stride_bytes;
+      check_range(rec, 656);
+      for (int k = 0; k < 4; ++k) {
+        bool nonfinite = false;
+        float amax = 0.0f;
+        for (int j = 0; j < 128; ++j) {
+          const double v = x[128 * k + j];
+          if (!std::isfinite(v)) { nonfinite = true; continue; }
+          amax = std::max(amax, static_cast<float>(std::fabs(v)));
+        }
+        int e;
+        uint32_t scale_bits;
+        if (nonfinite) {
+          e = in.sanitize ? 127 : 128;
+          scale_bits = in.sanitize ? 0x7F000000u : 0x7FC00000u;
+        } else {
+          const float v = std::max(amax / 448.0f, 1e-4f);      // fp32 division, then floor
+          e = ceil_log2_exact(static_cast<double>(v));          // -13 .. 120: a normal fp32
+          scale_bits = static_cast<uint32_t>(e + 127) << 23;
+        }
+        detail::put_u32(out.cache, rec + 512 + 4 * k, scale_bits);
+        for (int j = 0; j < 128; ++j) {
+          const double v = x[128 * k + j];
+          uint8_t code;
+          if (std::isnan(v)) code = std::signbit(v) ? 0xFF : 0x7F;
+          else code = e4m3_rne_satfinite(detail::clamp448(std::ldexp(v, -e)));
+          out.cache[static_cast<size_t>(rec + 128 * k + j)] = code;
+        }
+      }
+      for (int j = 0; j < P; ++j) {
+        const int64_t off = rec + 528 + 2 * j;
         detail::put_bf16(out.cache, off, bf16_round(rot[j]));
         out.rope_bf16.push_back({off, rot[j]});
       }
