@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # kvc_instance_lists(<target> [PRIVATE|PUBLIC|INTERFACE]
 #                    [RATIOS <r>...] [HEAD_DIMS <d>...]
-#                    [DTYPES kFloat32|kBFloat16...] [LAYOUTS kFp8DsMla|kBf16Rows|kFp8Rows...])
+#                    [DTYPES kFloat32|kBFloat16...] [LAYOUTS <kvc::CacheLayout name>...])
+#
+# LAYOUTS: kFp8DsMla kBf16Rows kFp8Rows kMxfp8 kNvfp4 kNvfp4Rows kFp8DsMlaV32 (the entries of
+# KVC_BUILTIN_LAYOUTS in layout/cache.hpp; configure checks the two agree when it finds the header).
 #
 # Restricts the instances that kvc::compress / insert / fused compile in <target> (the
 # KVC_RATIOS, KVC_HEAD_DIMS, KVC_DTYPES, KVC_LAYOUTS lists of launch/dispatch.hpp) by
@@ -14,6 +17,25 @@
 #
 # Every TU of one program must see the same lists, so put them on every target of the
 # program that includes kvcompress (or PUBLIC on a library that the others link).
+set(_kvc_builtin_layouts kFp8DsMla kBf16Rows kFp8Rows kMxfp8 kNvfp4 kNvfp4Rows kFp8DsMlaV32)
+foreach(_kvc_header "${CMAKE_CURRENT_LIST_DIR}/../include/kvcompress/layout/cache.hpp"
+                    "${CMAKE_CURRENT_LIST_DIR}/../../../include/kvcompress/layout/cache.hpp")
+  if(EXISTS "${_kvc_header}")
+    file(READ "${_kvc_header}" _kvc_text)
+    string(REGEX MATCHALL "\n  X\\(k[A-Za-z0-9]+," _kvc_entries "${_kvc_text}")
+    set(_kvc_found "")
+    foreach(_kvc_entry IN LISTS _kvc_entries)
+      string(REGEX REPLACE "^\n  X\\((k[A-Za-z0-9]+),$" "\\1" _kvc_name "${_kvc_entry}")
+      list(APPEND _kvc_found ${_kvc_name})
+    endforeach()
+    if(NOT _kvc_found STREQUAL _kvc_builtin_layouts)
+      message(FATAL_ERROR "KvcInstanceLists.cmake: its layout list (${_kvc_builtin_layouts}) differs "
+                          "from KVC_BUILTIN_LAYOUTS in ${_kvc_header} (${_kvc_found})")
+    endif()
+    break()
+  endif()
+endforeach()
+
 function(kvc_instance_lists target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "PRIVATE;PUBLIC;INTERFACE" ""
                         "RATIOS;HEAD_DIMS;DTYPES;LAYOUTS")
@@ -27,7 +49,7 @@ function(kvc_instance_lists target)
     endif()
   endforeach()
   set(allowed_DTYPES kFloat32 kBFloat16)
-  set(allowed_LAYOUTS kFp8DsMla kBf16Rows kFp8Rows)
+  set(allowed_LAYOUTS ${_kvc_builtin_layouts})
   foreach(kind RATIOS HEAD_DIMS DTYPES LAYOUTS)
     if(NOT DEFINED arg_${kind})
       continue()

@@ -22,12 +22,17 @@ inline kvcref::Layout ref_layout(kvc::CacheLayout l) {
     case kvc::CacheLayout::kFp8DsMla: return kvcref::Layout::Fp8DsMla;
     case kvc::CacheLayout::kBf16Rows: return kvcref::Layout::Bf16Rows;
     case kvc::CacheLayout::kFp8Rows: return kvcref::Layout::Fp8Rows;
+    case kvc::CacheLayout::kMxfp8: return kvcref::Layout::Mxfp8;
+    case kvc::CacheLayout::kNvfp4: return kvcref::Layout::Nvfp4;
+    case kvc::CacheLayout::kNvfp4Rows: return kvcref::Layout::Nvfp4Rows;
+    case kvc::CacheLayout::kFp8DsMlaV32: return kvcref::Layout::Fp8DsMlaV32;
   }
   return kvcref::Layout::Fp8DsMla;
 }
 
-/// Cache geometry of a layout as vLLM pads it: fp8_ds_mla pages rounded up to 576 bytes,
-/// row layouts with a padded row stride.
+/// Cache geometry of a layout as vLLM pads it (padded): fp8_ds_mla pages rounded up to 576
+/// bytes, mxfp8 and nvfp4 pages to 512; row layouts with a padded row stride. Unpadded: the
+/// smallest page the layout accepts.
 struct CacheShape {
   int block_size = 64;
   int64_t page_stride = 0, row_stride = 0;
@@ -39,11 +44,21 @@ inline CacheShape cache_shape(kvc::CacheLayout layout, int head_dim, int block_s
   CacheShape s;
   s.block_size = block_size;
   s.pages = pages;
+  const auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
   if (layout == kvc::CacheLayout::kFp8DsMla) {
     const int64_t page = int64_t{block_size} * kvc::Fp8DsMlaLayout::kRecordBytes;
-    s.page_stride = padded ? (page + 575) / 576 * 576 : (page + 15) / 16 * 16;
+    s.page_stride = padded ? round_up(page, 576) : round_up(page, 16);
+  } else if (layout == kvc::CacheLayout::kMxfp8) {
+    const int64_t page = int64_t{block_size} * kvc::Mxfp8Layout::kRecordBytes;
+    s.page_stride = padded ? round_up(page, 512) : round_up(page, 16);
+  } else if (layout == kvc::CacheLayout::kNvfp4) {
+    const int64_t page = int64_t{block_size} * kvc::Nvfp4Layout::kRecordBytes;
+    s.page_stride = padded ? round_up(page, 512) : round_up(page, 256);
   } else {
-    const int64_t record = layout == kvc::CacheLayout::kBf16Rows ? 2 * head_dim : head_dim;
+    const int64_t record = layout == kvc::CacheLayout::kBf16Rows     ? 2 * head_dim
+                           : layout == kvc::CacheLayout::kNvfp4Rows   ? kvc::Nvfp4RowsLayout::kRecordBytes
+                           : layout == kvc::CacheLayout::kFp8DsMlaV32 ? kvc::Fp8DsMlaV32Layout::kRecordBytes
+                                                                      : head_dim;
     s.row_stride = record + (padded ? 32 : 0);
     s.page_stride = s.row_stride * block_size + (padded ? 48 : 0);
   }
@@ -149,6 +164,23 @@ inline void check_cache(const std::vector<uint8_t>& got, const kvcref::InsertExp
     const bool both_nan = nan_any_sign && (got[o] & 0x7f) == 0x7f && (want.cache[o] & 0x7f) == 0x7f;
     if (!both_nan) FAIL(what, ": byte ", o, " is ", hex(got[o]), ", expected ", hex(want.cache[o]));
   }
+}
+
+/// The head dim a layout is tested at: its own when fixed (V3.2: 576), else `head_dim`.
+inline int layout_head_dim(kvc::CacheLayout layout, int head_dim) {
+  return layout == kvc::CacheLayout::kFp8DsMlaV32 ? 576 : head_dim;
+}
+
+/// Op B through kvc::insert, or for head dim 576 (not in the default head-dim list) through
+/// the instance template of V3.2's layout at ratios 1, 2 and 4.
+inline kvc::Status insert_any(const kvc::InsertParams& p, cudaStream_t stream) {
+  if (p.head_dim != 576) return kvc::insert(p, stream);
+  switch (p.ratio) {
+    case 1: return kvc::launch_insert<1, 576, kvc::Fp8DsMlaV32Layout>(p, stream);
+    case 2: return kvc::launch_insert<2, 576, kvc::Fp8DsMlaV32Layout>(p, stream);
+    case 4: return kvc::launch_insert<4, 576, kvc::Fp8DsMlaV32Layout>(p, stream);
+  }
+  return kvc::Status::not_supported("test: head dim 576 at ratios 1, 2, 4 only");
 }
 
 }  // namespace kvctest

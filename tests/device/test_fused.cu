@@ -20,6 +20,20 @@ struct FusedCase {
   bool write_latent;
 };
 
+// Head dim 576 (V3.2) is outside the default head-dim list: its instances at ratio 2.
+kvc::Status compress_any(const kvc::CompressParams& p, bool bf16) {
+  if (p.head_dim != 576) return kvc::compress(p, nullptr);
+  if (p.ratio != 2) return kvc::Status::not_supported("test: head dim 576 at ratio 2 only");
+  return bf16 ? kvc::launch_compress<2, 576, kvc::bf16_t>(p, nullptr)
+              : kvc::launch_compress<2, 576, float>(p, nullptr);
+}
+kvc::Status fused_any(const kvc::FusedParams& p, bool bf16) {
+  if (p.compress.head_dim != 576) return kvc::fused(p, nullptr);
+  if (p.compress.ratio != 2) return kvc::Status::not_supported("test: head dim 576 at ratio 2 only");
+  return bf16 ? kvc::launch_fused<2, 576, kvc::bf16_t, kvc::Fp8DsMlaV32Layout>(p, nullptr)
+              : kvc::launch_fused<2, 576, float, kvc::Fp8DsMlaV32Layout>(p, nullptr);
+}
+
 void run_fused(const FusedCase& c, uint64_t seed) {
   INFO("fused R=", c.ratio, " D=", c.head_dim, " ", kvc::cache_layout_name(c.layout),
        c.style == kvc::RopeStyle::kGptJ ? " gptj" : " neox", c.bf16 ? " bf16" : " fp32",
@@ -62,7 +76,7 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   record.cache.scale = d_scale.ptr();
   record.cache.data = cache_ab.ptr();
   const kvc::CompressParams pa = ab.params(b);
-  KVC_CHECK_STATUS(kvc::compress(pa, nullptr));
+  KVC_CHECK_STATUS(compress_any(pa, c.bf16));
   kvc::InsertParams pb;
   pb.ratio = c.ratio;
   pb.head_dim = c.head_dim;
@@ -71,7 +85,7 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   pb.latent_stride_elems = pa.latent_stride_elems;
   pb.positions = pa.positions;
   pb.record = record;
-  KVC_CHECK_STATUS(kvc::insert(pb, nullptr));
+  KVC_CHECK_STATUS(kvctest::insert_any(pb, nullptr));
 
   // Fused, from the same initial ring, latent poison and cache poison.
   kvctest::CompressDevice fu(b, c.bf16, false, rng);
@@ -83,7 +97,7 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   if (!c.write_latent) pf.compress.latent = nullptr;
   pf.record = record;
   pf.record.cache.data = cache_fu.ptr();
-  KVC_CHECK_STATUS(kvc::fused(pf, nullptr));
+  KVC_CHECK_STATUS(fused_any(pf, c.bf16));
   kvctest::sync();
 
   const auto bytes_ab = cache_ab.download(), bytes_fu = cache_fu.download();
@@ -110,10 +124,11 @@ void run_fused(const FusedCase& c, uint64_t seed) {
 TEST_CASE("fused op equals Op A then Op B, bit for bit") {
   uint64_t seed = 7000;
   for (int ratio : {1, 2, 4, 128})
-    for (auto layout : {kvc::CacheLayout::kFp8DsMla, kvc::CacheLayout::kBf16Rows, kvc::CacheLayout::kFp8Rows})
+    for (auto layout : kvc::kBuiltinLayouts)
       for (bool bf16 : {false, true}) {
+        if (layout == kvc::CacheLayout::kFp8DsMlaV32 && ratio != 2) continue;  // 576: ratio 2
         const auto style = (seed % 2) ? kvc::RopeStyle::kNeoX : kvc::RopeStyle::kGptJ;
-        run_fused({ratio, 512, layout, style, bf16, (seed % 3) != 0}, seed);
+        run_fused({ratio, kvctest::layout_head_dim(layout, 512), layout, style, bf16, (seed % 3) != 0}, seed);
         ++seed;
       }
   for (auto layout : {kvc::CacheLayout::kBf16Rows, kvc::CacheLayout::kFp8Rows})

@@ -75,7 +75,10 @@ TEST_CASE("dispatch lists: the defaults") {
         std::vector<kvc::DType>{kvc::DType::kFloat32, kvc::DType::kBFloat16});
   CHECK(to_vector(kvc::kSupportedLayouts) ==
         std::vector<kvc::CacheLayout>{kvc::CacheLayout::kFp8DsMla, kvc::CacheLayout::kBf16Rows,
-                                      kvc::CacheLayout::kFp8Rows});
+                                      kvc::CacheLayout::kFp8Rows, kvc::CacheLayout::kMxfp8,
+                                      kvc::CacheLayout::kNvfp4, kvc::CacheLayout::kNvfp4Rows,
+                                      kvc::CacheLayout::kFp8DsMlaV32});
+  CHECK(to_vector(kvc::kSupportedLayouts) == to_vector(kvc::kBuiltinLayouts));
   Status s;
   for (int r : kvc::kSupportedRatios) {
     CHECK(dispatched_ratio(r, &s) == r);
@@ -101,6 +104,14 @@ TEST_CASE("dispatch lists: the defaults") {
   CHECK(dispatched_head_dim(384, &s) == -1);
   CHECK(std::string(s.message()) == "head dim 384 is not one of the compiled head dims {128, 256, 512}");
   CHECK(dispatched_layout<256>(kvc::CacheLayout::kFp8DsMla).code() == StatusCode::kNotSupported);
+  for (auto l : {kvc::CacheLayout::kMxfp8, kvc::CacheLayout::kNvfp4, kvc::CacheLayout::kNvfp4Rows}) {
+    CHECK(dispatched_layout<512>(l).ok());
+    CHECK(dispatched_layout<256>(l).code() == StatusCode::kNotSupported);
+  }
+  // V3.2's records hold head dim 576 only.
+  CHECK(dispatched_layout<576>(kvc::CacheLayout::kFp8DsMlaV32).ok());
+  CHECK(std::string(dispatched_layout<512>(kvc::CacheLayout::kFp8DsMlaV32).message()) ==
+        "cache layout fp8_ds_mla_v32 holds head dim 576, not 512");
 }
 
 #else  // KVC_TEST_RESTRICTED_LISTS

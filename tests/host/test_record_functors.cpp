@@ -786,14 +786,14 @@ void check_rows_layout(int record_bytes, const char* name, const char* prefix, b
 }  // namespace
 
 TEST_CASE("Bf16RowsLayout<512,64>: record size, offsets with padded strides, min page, check()") {
-  check_rows_layout<kvc::Bf16RowsLayout<512, 64>>(1024, "bf16_rows", "bf16 rows", false);
+  check_rows_layout<kvc::Bf16RowsLayout<512, 64>>(1024, "bf16_rows", "bf16_rows: ", false);
   CHECK(kvc::Bf16RowsLayout<512, 64>::kHeadDim == 512);
   CHECK(kvc::Bf16RowsLayout<512, 64>::kRopeDim == 64);
 }
 
 TEST_CASE("Fp8RowsLayout<512,64> and <128,64>: record size, offsets, min page, check()") {
-  check_rows_layout<kvc::Fp8RowsLayout<512, 64>>(512, "fp8_rows", "fp8 rows", true);
-  check_rows_layout<kvc::Fp8RowsLayout<128, 64>>(128, "fp8_rows", "fp8 rows", true);
+  check_rows_layout<kvc::Fp8RowsLayout<512, 64>>(512, "fp8_rows", "fp8_rows: ", true);
+  check_rows_layout<kvc::Fp8RowsLayout<128, 64>>(128, "fp8_rows", "fp8_rows: ", true);
   CHECK(kvc::Fp8RowsLayout<128, 64>::kHeadDim == 128);
   CHECK(kvc::Fp8RowsLayout<128, 64>::kRopeDim == 64);
 }

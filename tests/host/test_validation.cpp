@@ -567,7 +567,7 @@ TEST_CASE("validate_dispatch_*: one validation, then the matching instance") {
   b.record.cache.row_stride_bytes = 1000;
   s = kvc::detail::validate_dispatch_insert(b, count);
   CHECK(message_of(s) == message_of(kvc::insert_can_implement(b)));
-  CHECK(message_of(s) == "bf16 rows: row stride 1000 bytes is smaller than a record, 1024");
+  CHECK(message_of(s) == "bf16_rows: row stride 1000 bytes is smaller than a record, 1024");
   CHECK(calls == 1);
   // Fused: Int<R>, Int<D>, element type, layout type.
   kvc::FusedParams f{valid_params(8), valid_record()};
@@ -630,11 +630,11 @@ TEST_CASE("fp8_rows: the per-tensor scale must be non-null and fp32-aligned") {
   kvc::FusedParams f{valid_params(2), b.record};
   CHECK(kvc::fused_can_implement(f).ok());
   b.record.cache.scale = nullptr;
-  CHECK(message_of(kvc::insert_can_implement(b)) == "fp8 rows: scale is null");
+  CHECK(message_of(kvc::insert_can_implement(b)) == "fp8_rows: scale is null");
   const float* misaligned = reinterpret_cast<const float*>(at(36864 + 256 + 2));
   b.record.cache.scale = misaligned;
   CHECK(kvc::insert_can_implement(b).code() == kInvalid);
-  const std::string want = "fp8 rows: scale address " + kvc::detail::hex_address(misaligned) +
+  const std::string want = "fp8_rows: scale address " + kvc::detail::hex_address(misaligned) +
                            " is not aligned to 4 bytes";
   CHECK(message_of(kvc::insert_can_implement(b)) == want);
   CHECK(message_of(kvc::record_can_implement(b.record, 512)) == want);

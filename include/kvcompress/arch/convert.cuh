@@ -42,6 +42,34 @@ KVC_DEVICE uint8_t float_to_e4m3(float a) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(a, __NV_SATFINITE, __NV_E4M3));
 }
 
+// The fp4 conversion instruction exists on the Blackwell family targets (sm_100a/f,
+// sm_103a, sm_110a, sm_120a/f, ...), the condition the toolkit's cuda_fp4.h uses; everywhere
+// else (sm_80 .. sm_90, plain sm_100 / sm_120) the core/ encoder runs.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && \
+    __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000 && __CUDA_ARCH_FAMILY_SPECIFIC__ < 1300
+#define KVC_HAS_NATIVE_E2M1 1
+#else
+#define KVC_HAS_NATIVE_E2M1 0
+#endif
+
+/// Two floats -> two e2m1 codes in one byte, low nibble = a (round to nearest even,
+/// saturate to +-6, NaN -> 0 as core/ float_to_e2m1 does: the instruction's NaN result is
+/// not used, a NaN input is replaced by +0 first).
+KVC_DEVICE uint8_t float2_to_e2m1x2(float a, float b) {
+#if KVC_HAS_NATIVE_E2M1
+  a = a != a ? 0.f : a;
+  b = b != b ? 0.f : b;
+  uint16_t out;
+  // cvt packs its first source operand into the high nibble.
+  asm("{ .reg .b8 t;\n cvt.rn.satfinite.e2m1x2.f32 t, %2, %1;\n mov.b16 %0, {t, 0};\n}"
+      : "=h"(out)
+      : "f"(a), "f"(b));
+  return static_cast<uint8_t>(out);
+#else
+  return ::kvc::float2_to_e2m1x2(a, b);
+#endif
+}
+
 /// Converts a float fragment to bf16 bits, two at a time.
 template <int N>
 KVC_DEVICE Array<uint16_t, N> to_bf16(const Array<float, N>& x) {
@@ -62,13 +90,17 @@ KVC_NAMESPACE_END
 KVC_NAMESPACE_BEGIN
 namespace arch {
 
-/// Hardware e4m3 converter with the contract of kvc::SoftwareE4m3 (RNE, satfinite, NaN ->
-/// 0x7f), for the quantizer functors' Convert parameter.
-struct HardwareE4m3 {
+/// Hardware converter with the contract of kvc::SoftwareConvert (e4m3: RNE, satfinite, NaN
+/// -> 0x7f; e2m1 pairs), for the quantizer functors' and record codecs' Convert parameter.
+struct HardwareConvert {
   KVC_DEVICE static uint8_t convert(float x) { return float_to_e4m3(x); }
   /// Two at once (one instruction on sm_89+), low byte = a.
   KVC_DEVICE static uint16_t convert2(float a, float b) { return float2_to_e4m3x2(a, b); }
+  /// Two e2m1 codes, low nibble = a (the instruction on Blackwell targets, else software).
+  KVC_DEVICE static uint8_t e2m1x2(float a, float b) { return float2_to_e2m1x2(a, b); }
 };
+/// The name of HardwareConvert from before it converted to e2m1 as well.
+using HardwareE4m3 = HardwareConvert;
 
 }  // namespace arch
 KVC_NAMESPACE_END

@@ -21,6 +21,8 @@ template <>
 struct VecStorage<4> { using type = uint32_t; };
 template <>
 struct VecStorage<2> { using type = uint16_t; };
+template <>
+struct VecStorage<1> { using type = uint8_t; };
 
 /// Loads N consecutive elements (N * sizeof(T) in {2, 4, 8, 16} bytes, naturally aligned)
 /// through the read-only path: every kvcompress input is read once per launch.

@@ -89,6 +89,16 @@ KVC_HOST_DEVICE float exp2i(int e) {
   return bits_float(uint32_t{1} << (e + 149));
 }
 
+/// a / b, the IEEE division rounded to nearest even on host and device (also in builds
+/// with --use_fast_math, which would otherwise turn `/` into a reciprocal multiply).
+KVC_HOST_DEVICE float div_rn(float a, float b) {
+#if KVC_DEVICE_PASS
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
 /// Shift `m` right by `s` bits (1 <= s <= 31), rounding to nearest, ties to even.
 KVC_HOST_DEVICE constexpr uint32_t shift_right_rne(uint32_t m, int s) {
   const uint32_t q = m >> s;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// kvcompress — scalar codecs: bf16, fp8 e4m3 (OCP "fn" variant), UE8M0 scale codes.
+// kvcompress — scalar codecs: bf16, fp8 e4m3 (OCP "fn" variant), fp4 e2m1, UE8M0 scale codes.
 //
 // Plain integer code that compiles on the host and on the device. On the device the
 // kernels use hardware conversions from arch/convert.cuh, which the device tests check
@@ -83,6 +83,40 @@ KVC_HOST_DEVICE uint8_t float_to_e4m3(float x) {
   }
   if (code > kE4m3MaxCode) code = kE4m3MaxCode;
   return static_cast<uint8_t>(sign | code);
+}
+
+// ---------------------------------------------------------------------------------------
+// e2m1 (OCP FP4): 1 sign, 2 exponent (bias 1), 1 mantissa bit; magnitudes 0, 0.5, 1, 1.5,
+// 2, 3, 4, 6 for codes 0..7, bit 3 the sign; no infinities, no NaN.
+
+inline constexpr float kE2m1Max = 6.0f;
+
+KVC_HOST_DEVICE float e2m1_to_float(uint8_t code) {
+  const uint32_t m = code & 0x7u;
+  // Codes 0..3 step 0.5; from code 2 on, each pair of codes doubles the exponent.
+  const float magnitude = m < 4u ? 0.5f * static_cast<float>(m)
+                                 : static_cast<float>((m & 1u) ? 3u << ((m - 4u) >> 1)
+                                                                : 2u << ((m - 4u) >> 1));
+  return (code & 0x8u) ? -magnitude : magnitude;
+}
+
+/// float -> e2m1, round to nearest, ties to the even code, saturating to +-6 ("satfinite",
+/// +-inf included); the sign from the fp32 sign bit (-0 and negative values rounding to 0
+/// give 0x8); NaN -> 0 (e2m1 has no NaN). Each `<=` / `<` below is a midpoint between two
+/// codes, resolved toward the even one.
+KVC_HOST_DEVICE uint8_t float_to_e2m1(float x) {
+  const uint32_t u = float_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0;
+  const uint8_t sign = static_cast<uint8_t>((u >> 28) & 0x8u);
+  const float a = bits_float(u & 0x7fffffffu);
+  const uint8_t m = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
+                  : a <= 2.5f  ? 4 : a < 3.5f  ? 5 : a <= 5.0f  ? 6 : 7;
+  return static_cast<uint8_t>(sign | m);
+}
+
+/// Two e2m1 codes in one byte: `a` in the low nibble, `b` in the high one.
+KVC_HOST_DEVICE uint8_t float2_to_e2m1x2(float a, float b) {
+  return static_cast<uint8_t>(float_to_e2m1(a) | (float_to_e2m1(b) << 4));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -14,11 +14,19 @@
 
 KVC_NAMESPACE_BEGIN
 
-/// float -> e4m3 (RNE, satfinite) through the core codec; kernels pass a hardware
-/// converter with the same contract (arch::HardwareE4m3).
-struct SoftwareE4m3 {
+/// The number conversions of the quantizers and record codecs through the core codecs:
+/// float -> e4m3 (RNE, satfinite), one or two at a time (low byte = a), and two floats ->
+/// e2m1 codes in one byte (low nibble = a). Kernels pass a hardware converter with the same
+/// contract (arch::HardwareConvert).
+struct SoftwareConvert {
   KVC_HOST_DEVICE static uint8_t convert(float x) { return float_to_e4m3(x); }
+  KVC_HOST_DEVICE static uint16_t convert2(float a, float b) {
+    return static_cast<uint16_t>(float_to_e4m3(a) | (float_to_e4m3(b) << 8));
+  }
+  KVC_HOST_DEVICE static uint8_t e2m1x2(float a, float b) { return float2_to_e2m1x2(a, b); }
 };
+/// The name of SoftwareConvert from before it converted to e2m1 as well.
+using SoftwareE4m3 = SoftwareConvert;
 
 /// e4m3 with one power-of-two scale per tile of `TileSize` dims (DeepSeek: 64), stored as a
 /// UE8M0 code. For a tile with max |x| = amax:

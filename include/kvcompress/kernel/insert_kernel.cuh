@@ -27,6 +27,7 @@
 #include "../core/bit.hpp"
 #include "../layout/cache.hpp"
 #include "insert_params.hpp"
+#include "record_writer.cuh"
 #include "row_fragment.cuh"
 
 KVC_NAMESPACE_BEGIN
@@ -119,13 +120,13 @@ KVC_DEVICE void split_slot(const CacheParams& c, int64_t slot, int64_t& page, in
   }
 }
 
-/// Rope + layout store of one row held by the row's threads (all of them call it).
+/// Rope + record store of one row held by the row's threads (all of them call it).
 template <class Layout, class Row>
 KVC_DEVICE void write_record(const RecordArgs& r, Row& row, int64_t slot, const RopeAngles<Row>& angles) {
   apply_rope<Layout::kRopeDim>(row, r.rope_style, angles);
   int64_t page, record;
   split_slot(r.cache, slot, page, record);
-  Layout::store(r.cache, page, record, row);
+  store_record<Layout>(r.cache, page, record, row);
 }
 
 }  // namespace detail

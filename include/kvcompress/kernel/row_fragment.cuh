@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// kvcompress — RowFragment: the threads' view of one row, the unit cache layouts store.
+// kvcompress — RowFragment: the threads' view of one row, the unit the record writer stores.
 #pragma once
 
 #include "../config.hpp"
@@ -25,7 +25,8 @@ KVC_HOST_DEVICE constexpr int default_row_threads(int head_dim) {
 /// One row of HeadDim values spread over `Threads` threads (one warp, or the whole block
 /// of Threads threads): thread l (`lane`, 0 .. Threads-1) holds kVecs runs of E consecutive
 /// channels, run v starting at v * Threads * E + l * E — so each run is one coalesced vector
-/// access across the threads. `bits` are bf16. This is the `Row` that layouts' store() gets.
+/// access across the threads. `bits` are bf16. This is the `Row` that the record writer
+/// (kernel/record_writer.cuh) and user layouts' store() get.
 /// Reductions of Width <= 32 stay inside a warp (aligned lane groups); Width == Threads > 32
 /// spans the block, and then every thread of the block must take part.
 template <int HeadDim, int E, int Threads = 32>
@@ -37,9 +38,12 @@ struct RowFragment {
   static constexpr int kChannels = HeadDim / Threads;
   static_assert(Threads % 32 == 0, "whole warps");
   static_assert(kVecs * Threads * E == HeadDim, "runs must tile the row");
-  using Convert = arch::HardwareE4m3;
+  using Convert = arch::HardwareConvert;
 
   Array<uint16_t, kChannels> bits;
+  // The fp32 rotation of this thread's RoPE channels (after sanitize), set by apply_rope
+  // next to their bf16 rounding in `bits`; formats with kFp32Rope encode these.
+  Array<float, kChannels> rotated;
   int lane;  // this thread's index among the row's Threads threads
   bool sanitize;
 
@@ -155,6 +159,7 @@ KVC_DEVICE void apply_rope(RowFragment<HeadDim, E, Threads>& row,
         float y = Rope::rotate(x[e], other[e], angles.cos[v * E + e], angles.sin[v * E + e],
                                Rope::is_first(j));
         if (row.sanitize && y != y) y = 0.f;
+        row.rotated[v * E + e] = y;
         row.bits[v * E + e] = arch::float_to_bf16(y);
       }
     }

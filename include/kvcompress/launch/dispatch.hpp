@@ -15,7 +15,8 @@
 //   #define KVC_RATIOS 1, 2
 //   #define KVC_HEAD_DIMS 512
 //   #define KVC_DTYPES kFloat32              // kFloat32, kBFloat16 (or kvc::DType::...)
-//   #define KVC_LAYOUTS kFp8DsMla            // kFp8DsMla, kBf16Rows, kFp8Rows (kvc::CacheLayout)
+//   #define KVC_LAYOUTS kFp8DsMla            // kvc::CacheLayout names: kFp8DsMla, kBf16Rows,
+//                                    // kFp8Rows, kMxfp8, kNvfp4, kNvfp4Rows, kFp8DsMlaV32
 //   #include <kvcompress/kvcompress.cuh>
 //
 //   kvc_instance_lists(my_app RATIOS 1 2 HEAD_DIMS 512 DTYPES kFloat32 LAYOUTS kFp8DsMla)
@@ -49,7 +50,9 @@
 #define KVC_DTYPES kFloat32, kBFloat16
 #endif
 #ifndef KVC_LAYOUTS
-#define KVC_LAYOUTS kFp8DsMla, kBf16Rows, kFp8Rows
+#define KVC_LAYOUT_LIST_ENTRY(name, ...) name,
+// Every built-in layout (layout/cache.hpp); fixed-head-dim formats compile only at theirs.
+#define KVC_LAYOUTS KVC_BUILTIN_LAYOUTS(KVC_LAYOUT_LIST_ENTRY)
 #endif
 
 KVC_NAMESPACE_BEGIN
@@ -72,9 +75,9 @@ constexpr bool list_contains(const T (&list)[N], T value) {
 namespace list_names {
 inline constexpr DType kFloat32 = DType::kFloat32;
 inline constexpr DType kBFloat16 = DType::kBFloat16;
-inline constexpr CacheLayout kFp8DsMla = CacheLayout::kFp8DsMla;
-inline constexpr CacheLayout kBf16Rows = CacheLayout::kBf16Rows;
-inline constexpr CacheLayout kFp8Rows = CacheLayout::kFp8Rows;
+#define KVC_LAYOUT_LIST_NAME(name, ...) inline constexpr CacheLayout name = CacheLayout::name;
+KVC_BUILTIN_LAYOUTS(KVC_LAYOUT_LIST_NAME)
+#undef KVC_LAYOUT_LIST_NAME
 }  // namespace list_names
 namespace lists {
 using namespace list_names;
@@ -196,31 +199,25 @@ Status dispatch_dtype(DType dtype, F&& f) {
 }
 
 /// Calls f(Layout{}) for the runtime cache layout at a compile-time head dim (rope dim 64),
-/// or returns kNotSupported naming the list.
+/// or returns kNotSupported naming the list. One case per entry of KVC_BUILTIN_LAYOUTS.
 template <int HeadDim, class F>
 Status dispatch_layout(CacheLayout layout, F&& f) {
   switch (layout) {
-    case CacheLayout::kFp8DsMla:
-      if constexpr (!detail::list_contains(kSupportedLayouts, CacheLayout::kFp8DsMla)) {
-        return detail::layout_not_compiled(layout);
-      } else if constexpr (HeadDim == Fp8DsMlaLayout::kHeadDim) {
-        return f(Fp8DsMlaLayout{});
-      } else {
-        return Status::not_supported("cache layout fp8_ds_mla holds head dim 512, not " +
-                                     std::to_string(HeadDim));
-      }
-    case CacheLayout::kBf16Rows:
-      if constexpr (detail::list_contains(kSupportedLayouts, CacheLayout::kBf16Rows)) {
-        return f(Bf16RowsLayout<HeadDim, 64>{});
-      } else {
-        return detail::layout_not_compiled(layout);
-      }
-    case CacheLayout::kFp8Rows:
-      if constexpr (detail::list_contains(kSupportedLayouts, CacheLayout::kFp8Rows)) {
-        return f(Fp8RowsLayout<HeadDim, 64>{});
-      } else {
-        return detail::layout_not_compiled(layout);
-      }
+#define KVC_DISPATCH_LAYOUT_CASE(name, ...)                                                   \
+  case CacheLayout::name: {                                                                   \
+    using L = typename BuiltinLayout<CacheLayout::name, HeadDim>::type;                       \
+    if constexpr (!detail::list_contains(kSupportedLayouts, CacheLayout::name)) {             \
+      return detail::layout_not_compiled(layout);                                             \
+    } else if constexpr (L::kHeadDim != HeadDim) {                                            \
+      return Status::not_supported(std::string("cache layout ") + L::kName + " holds head dim " + \
+                                   std::to_string(L::kHeadDim) + ", not " +                   \
+                                   std::to_string(HeadDim));                                  \
+    } else {                                                                                  \
+      return f(L{});                                                                          \
+    }                                                                                         \
+  }
+    KVC_BUILTIN_LAYOUTS(KVC_DISPATCH_LAYOUT_CASE)
+#undef KVC_DISPATCH_LAYOUT_CASE
   }
   return Status::not_supported("unknown cache layout");
 }
