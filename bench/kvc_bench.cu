@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <string>
@@ -53,6 +54,40 @@ namespace {
 
 constexpr int kHeadDim = 512;
 constexpr int kBlockSize = 64;  // records per main-cache page
+
+/// The built-in layouts the benchmark measures: every one holding head dim kHeadDim, in the
+/// order of kvc::kBuiltinLayouts (index = position there), with vLLM's page padding for the
+/// page-segregated formats (fp8_ds_mla to 576 bytes, mxfp8 / nvfp4 to 512) and unpadded rows.
+constexpr int kNumLayouts = static_cast<int>(std::size(kvc::kBuiltinLayouts));
+struct BenchLayout {
+  int index;
+  const char* name;
+  double record_bytes;
+  int64_t page_bytes, row_bytes;
+};
+const std::vector<BenchLayout>& bench_layouts() {
+  static const std::vector<BenchLayout> list = [] {
+    std::vector<BenchLayout> v;
+    for (int i = 0; i < kNumLayouts; ++i) {
+      const kvc::CacheLayout l = kvc::kBuiltinLayouts[i];
+      (void)kvc::dispatch_layout<kHeadDim>(l, [&](auto layout) {
+        using L = decltype(layout);
+        BenchLayout b{i, L::kName, double(L::kRecordBytes), 0, 0};
+        if constexpr (L::ByteMap::kUsesRowStride) {
+          b.row_bytes = L::kRecordBytes;
+          b.page_bytes = int64_t{kBlockSize} * L::kRecordBytes;
+        } else {
+          const int64_t pad = l == kvc::CacheLayout::kFp8DsMla ? 576 : 512;
+          b.page_bytes = (int64_t{kBlockSize} * L::kRecordBytes + pad - 1) / pad * pad;
+        }
+        v.push_back(b);
+        return kvc::Status::success();
+      });
+    }
+    return v;
+  }();
+  return list;
+}
 
 // ---------------------------------------------------------------------------------------
 // Device memory and random fill
@@ -195,15 +230,13 @@ struct Problem {
     const double ring_rw = (ratio > 1) ? (ring_reads + ring_writes) * 2.0 * kHeadDim * 4 : 0.0;
     bytes_a = rows * row + ring_rw + latent + meta_a;
     const double meta_b = T * (8.0 + 8.0);
-    bytes_b_by_record[0] = meta_b + closing * (kHeadDim * 2.0 + 64 * 4.0 + kvc::Fp8DsMlaLayout::kRecordBytes);
-    bytes_b_by_record[1] = meta_b + closing * (kHeadDim * 2.0 + 64 * 4.0 + kHeadDim * 2.0);
-    bytes_b_by_record[2] = meta_b + closing * (kHeadDim * 2.0 + 64 * 4.0 + kHeadDim * 1.0);
-    const double records[3] = {double(kvc::Fp8DsMlaLayout::kRecordBytes), kHeadDim * 2.0, kHeadDim * 1.0};
-    for (int l = 0; l < 3; ++l)
-      bytes_fused_by_record[l] = bytes_a - latent + T * 8.0 + closing * (64 * 4.0 + records[l]);
+    for (const BenchLayout& l : bench_layouts()) {
+      bytes_b_by_record[l.index] = meta_b + closing * (kHeadDim * 2.0 + 64 * 4.0 + l.record_bytes);
+      bytes_fused_by_record[l.index] = bytes_a - latent + T * 8.0 + closing * (64 * 4.0 + l.record_bytes);
+    }
   }
-  double bytes_b_by_record[3] = {0, 0, 0};
-  double bytes_fused_by_record[3] = {0, 0, 0};
+  double bytes_b_by_record[kNumLayouts] = {};
+  double bytes_fused_by_record[kNumLayouts] = {};
 };
 
 /// Device buffers for `sets` independent copies of the inputs and outputs.
@@ -215,8 +248,9 @@ struct DeviceSets {
   Buffer<float> cos_sin, scale;
   std::vector<Buffer<float>> kv, ring;
   std::vector<Buffer<uint16_t>> latent;
-  std::vector<Buffer<uint8_t>> cache[3];
-  int64_t cache_page_bytes[3] = {0, 0, 0};
+  std::vector<Buffer<uint8_t>> cache[kNumLayouts];
+  int64_t cache_page_bytes[kNumLayouts] = {};
+  int64_t cache_row_bytes[kNumLayouts] = {};
   int64_t cos_rows = 0;
 
   void build(const Problem& pr, int num_sets) {
@@ -234,9 +268,10 @@ struct DeviceSets {
     scale.upload({0.05f});
     const int64_t width = pr.ratio > 1 ? 2 * kHeadDim : kHeadDim;
     const int64_t ring_rows = int64_t{static_cast<int64_t>(pr.qsl.size())} * pr.capacity;
-    cache_page_bytes[0] = (int64_t{kBlockSize} * kvc::Fp8DsMlaLayout::kRecordBytes + 575) / 576 * 576;
-    cache_page_bytes[1] = int64_t{kBlockSize} * kHeadDim * 2;
-    cache_page_bytes[2] = int64_t{kBlockSize} * kHeadDim;
+    for (const BenchLayout& l : bench_layouts()) {
+      cache_page_bytes[l.index] = l.page_bytes;
+      cache_row_bytes[l.index] = l.row_bytes;
+    }
     kv.clear(); ring.clear(); latent.clear();
     for (auto& c : cache) c.clear();
     for (int s = 0; s < sets; ++s) {
@@ -246,7 +281,8 @@ struct DeviceSets {
       fill_uniform<<<1024, 256>>>(ring.back().ptr, ring.back().n, 200 + s, -2.f, 2.f);
       latent.emplace_back(static_cast<size_t>(pr.T * kHeadDim));
       fill_bf16<<<2048, 256>>>(latent.back().ptr, latent.back().n, 300 + s);
-      for (int l = 0; l < 3; ++l) cache[l].emplace_back(static_cast<size_t>(pr.pages * cache_page_bytes[l]));
+      for (const BenchLayout& l : bench_layouts())
+        cache[l.index].emplace_back(static_cast<size_t>(pr.pages * cache_page_bytes[l.index]));
     }
     BENCH_CHECK(cudaDeviceSynchronize());
   }
@@ -273,7 +309,7 @@ struct DeviceSets {
   }
   kvc::RecordArgs record(const Problem& pr, int layout, int s) {
     kvc::RecordArgs r;
-    r.layout = static_cast<kvc::CacheLayout>(layout);
+    r.layout = kvc::kBuiltinLayouts[layout];
     r.cos_sin = cos_sin.ptr;
     r.cos_sin_stride_elems = 64;
     r.cos_sin_rows = cos_rows;
@@ -281,7 +317,7 @@ struct DeviceSets {
     r.cache.data = cache[layout][s].ptr;
     r.cache.block_size = kBlockSize;
     r.cache.page_stride_bytes = cache_page_bytes[layout];
-    r.cache.row_stride_bytes = layout == 1 ? kHeadDim * 2 : kHeadDim;
+    r.cache.row_stride_bytes = cache_row_bytes[layout];
     r.cache.num_pages = pr.pages;
     r.cache.scale = scale.ptr;
     return r;
@@ -431,7 +467,6 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|\n");
   std::vector<Row> rows;
   std::mt19937_64 rng(2);
-  const char* layout_names[3] = {"fp8_ds_mla", "bf16_rows", "fp8_rows"};
   for (const Shape& shape : shapes(quick)) {
     if (shape.name.find(only_shape) == std::string::npos) continue;
     for (int ratio : {1, 2, 4, 128}) {
@@ -461,12 +496,13 @@ int main(int argc, char** argv) {
       measure("compress", "-", pr.bytes_a, [&](cudaStream_t s, int i) {
         BENCH_STATUS(kvc::compress(dev.compress(pr, i % sets), s));
       });
-      for (int l = 0; l < 3; ++l) {
+      for (const BenchLayout& bl : bench_layouts()) {
+        const int l = bl.index;
         if (ratio != 2 && l != 0) continue;  // layouts at the model's ratio; fp8_ds_mla everywhere
-        measure("insert", layout_names[l], pr.bytes_b_by_record[l], [&](cudaStream_t s, int i) {
+        measure("insert", bl.name, pr.bytes_b_by_record[l], [&](cudaStream_t s, int i) {
           BENCH_STATUS(kvc::insert(dev.insert(pr, l, i % sets), s));
         });
-        measure("fused", layout_names[l], pr.bytes_fused_by_record[l], [&](cudaStream_t s, int i) {
+        measure("fused", bl.name, pr.bytes_fused_by_record[l], [&](cudaStream_t s, int i) {
           BENCH_STATUS(kvc::fused(dev.fused(pr, l, i % sets), s));
         });
       }
@@ -479,12 +515,12 @@ int main(int argc, char** argv) {
         const double bytes_step = pr.bytes_a + pr.bytes_b_by_record[0];
         for (bool use_pdl : {false, true}) {
           const kvc::LaunchOptions opt = use_pdl ? pdl : kvc::LaunchOptions{};
-          measure(use_pdl ? "A+B pdl" : "A+B", layout_names[0], bytes_step, [&](cudaStream_t s, int i) {
+          measure(use_pdl ? "A+B pdl" : "A+B", bench_layouts()[0].name, bytes_step, [&](cudaStream_t s, int i) {
             BENCH_STATUS(kvc::compress(dev.compress(pr, i % sets), s, opt));
             BENCH_STATUS(kvc::insert(dev.insert(pr, 0, i % sets), s, opt));
           });
         }
-        measure("fused pdl", layout_names[0], pr.bytes_fused_by_record[0], [&](cudaStream_t s, int i) {
+        measure("fused pdl", bench_layouts()[0].name, pr.bytes_fused_by_record[0], [&](cudaStream_t s, int i) {
           BENCH_STATUS(kvc::fused(dev.fused(pr, 0, i % sets), s, pdl));
         });
       }

@@ -20,6 +20,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <c10/util/string_view.h>
 
 #include <kvcompress/core/status.hpp>
 #include <kvcompress/core/types.hpp>
@@ -27,12 +28,14 @@
 #include <kvcompress/kernel/insert_params.hpp>
 #include <kvcompress/layout/cache.hpp>
 #include <kvcompress/layout/ring.hpp>
+#include <kvcompress/launch/dispatch.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 namespace kvc_torch {
 
@@ -265,30 +268,82 @@ inline kvc::CompressParams compress_params(
   return p;
 }
 
-/// Head dim a cache tensor holds, and which layout its dtype selects.
-inline int64_t cache_head_dim(const at::Tensor& kv_cache, const char* op) {
+/// The cache layout of a call: `requested` (the keyword cache_layout, a kvc layout name), or
+/// else the one the tensor selects as vLLM does: uint8 with last dim 584 fp8_ds_mla, 528
+/// mxfp8, 288 nvfp4 (page-segregated); bfloat16 rows; float8_e4m3fn rows.
+inline kvc::CacheLayout cache_layout_of(const at::Tensor& kv_cache,
+                                        const std::optional<c10::string_view>& requested,
+                                        const char* op) {
   KVC_TORCH_CHECK_VALUE(kv_cache.defined(), op, ": kv_cache is undefined");
   check_dim(kv_cache, op, "kv_cache", 3,
-            "3-D: uint8 [pages, block_size, 584], bfloat16 or float8_e4m3fn [pages, block_size, 512]");
+            "3-D: uint8 [pages, block_size, 584 | 528 | 288], bfloat16 or float8_e4m3fn "
+            "[pages, block_size, 512]");
+  if (requested.has_value()) {
+    const std::string name(requested->data(), requested->size());
+    for (kvc::CacheLayout l : kvc::kBuiltinLayouts)
+      if (name == kvc::cache_layout_name(l)) {
+        KVC_TORCH_CHECK_VALUE(l != kvc::CacheLayout::kFp8DsMlaV32, op,
+                              ": cache_layout fp8_ds_mla_v32 holds head dim 576 (DeepSeek V3.2); "
+                              "this package is built for head dim ", kHeadDim,
+                              " (V4.1): use the C++ instance templates for it");
+        return l;
+      }
+    std::string names;
+    for (kvc::CacheLayout l : kvc::kBuiltinLayouts)
+      names += std::string(names.empty() ? "" : ", ") + kvc::cache_layout_name(l);
+    KVC_TORCH_CHECK_VALUE(false, op, ": unknown cache_layout '", name, "'; the layouts are ", names);
+  }
   switch (kv_cache.scalar_type()) {
     case at::kByte:
-      KVC_TORCH_CHECK_VALUE(kv_cache.size(2) == kvc::Fp8DsMlaLayout::kRecordBytes, op,
-                        ": a uint8 kv_cache is the fp8_ds_mla layout [pages, block_size, ",
-                        kvc::Fp8DsMlaLayout::kRecordBytes, "], got shape ", shape_str(kv_cache));
-      return kvc::Fp8DsMlaLayout::kHeadDim;
-    case at::kBFloat16:
-    case at::kFloat8_e4m3fn:
-      KVC_TORCH_CHECK_VALUE(kv_cache.size(2) == kHeadDim, op, ": kv_cache has shape ",
-                        shape_str(kv_cache), "; this extension is built for rows of head dim ",
-                        kHeadDim, " (the V4.1 latent)");
-      return kv_cache.size(2);
+      if (kv_cache.size(2) == kvc::Fp8DsMlaLayout::kRecordBytes) return kvc::CacheLayout::kFp8DsMla;
+      if (kv_cache.size(2) == kvc::Mxfp8Layout::kRecordBytes) return kvc::CacheLayout::kMxfp8;
+      if (kv_cache.size(2) == kvc::Nvfp4Layout::kRecordBytes) return kvc::CacheLayout::kNvfp4;
+      KVC_TORCH_CHECK_VALUE(false, op, ": a uint8 kv_cache is [pages, block_size, 584] (fp8_ds_mla), "
+                            "528 (mxfp8) or 288 (nvfp4), got shape ", shape_str(kv_cache),
+                            "; cache_layout= names the others");
+      break;
+    case at::kBFloat16: return kvc::CacheLayout::kBf16Rows;
+    case at::kFloat8_e4m3fn: return kvc::CacheLayout::kFp8Rows;
     default:
       KVC_TORCH_CHECK_TYPE(false, op, ": kv_cache dtype ", kv_cache.scalar_type(),
-                       " is not supported: uint8 [pages, block_size, 584] (fp8_ds_mla), bfloat16 "
-                       "[pages, block_size, 512] (bf16 rows) or float8_e4m3fn [pages, block_size, "
-                       "512] (fp8 rows with fp8_scale)");
+                       " is not supported: uint8 [pages, block_size, 584 | 528 | 288] (fp8_ds_mla, "
+                       "mxfp8, nvfp4), bfloat16 [pages, block_size, 512] (bf16 rows) or "
+                       "float8_e4m3fn [pages, block_size, 512] (fp8 rows with fp8_scale)");
   }
-  return 0;
+  return kvc::CacheLayout::kFp8DsMla;
+}
+
+/// Head dim the cache holds in `layout`, after checking its dtype and last dim against it.
+inline int64_t cache_head_dim(const at::Tensor& kv_cache, kvc::CacheLayout layout, const char* op) {
+  int64_t head_dim = 0, last_dim = 0;
+  bool rows = false;
+  at::ScalarType dtype = at::kByte;
+  const kvc::Status s = kvc::dispatch_layout<kHeadDim>(layout, [&](auto l) {
+    using L = decltype(l);
+    head_dim = L::kHeadDim;
+    rows = L::ByteMap::kUsesRowStride;
+    if constexpr (std::is_same_v<L, kvc::Bf16RowsLayout<kHeadDim, kRopeDim>>) {
+      dtype = at::kBFloat16;
+      last_dim = kHeadDim;
+    } else if constexpr (std::is_same_v<L, kvc::Fp8RowsLayout<kHeadDim, kRopeDim>>) {
+      dtype = at::kFloat8_e4m3fn;
+      last_dim = kHeadDim;
+    } else {
+      last_dim = L::kRecordBytes;
+    }
+    return kvc::Status::success();
+  });
+  throw_if_error(s, op);
+  KVC_TORCH_CHECK_TYPE(kv_cache.scalar_type() == dtype, op, ": cache layout ",
+                       kvc::cache_layout_name(layout), " needs a ", dtype, " kv_cache, got ",
+                       kv_cache.scalar_type());
+  // Row formats may pad their rows (the last dim then larger than the record).
+  KVC_TORCH_CHECK_VALUE(rows && dtype == at::kByte ? kv_cache.size(2) >= last_dim
+                                                   : kv_cache.size(2) == last_dim,
+                        op, ": cache layout ", kvc::cache_layout_name(layout), " keeps ",
+                        last_dim, dtype == at::kByte ? " bytes" : " values",
+                        " per record in the last dim; kv_cache has shape ", shape_str(kv_cache));
+  return head_dim;
 }
 
 /// Op B's record arguments (rotary table, cache slots, cache) for `T` tokens.
@@ -296,7 +351,7 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
                                    const at::Tensor& kv_cache, const at::Tensor& slot_mapping,
                                    const char* slot_name,
                                    const std::optional<at::Tensor>& fp8_scale, int64_t T,
-                                   const at::Device& device) {
+                                   const at::Device& device, kvc::CacheLayout layout) {
   kvc::RecordArgs r;
   r.rope_dim = kRopeDim;
   r.rope_style = kvc::RopeStyle::kGptJ;
@@ -320,7 +375,7 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
   r.cache_slot = index_tensor(slot_mapping, op, slot_name, T, device);
 
   check_device(kv_cache, op, "kv_cache", device);
-  cache_head_dim(kv_cache, op);  // dtype / shape checks
+  cache_head_dim(kv_cache, layout, op);  // dtype / shape checks
   check_last_dim_contiguous(kv_cache, op, "kv_cache");
   const int64_t pages = kv_cache.size(0), block = kv_cache.size(1);
   KVC_TORCH_CHECK_VALUE(block >= 1 && block <= std::numeric_limits<int>::max(), op,
@@ -334,25 +389,21 @@ inline kvc::RecordArgs record_args(const char* op, const at::Tensor& cos_sin_cac
   r.cache.row_stride_bytes = row_stride;
   r.cache.num_pages = pages;  // slots past the cache are skipped, never written
 
-  switch (kv_cache.scalar_type()) {
-    case at::kByte:
-      // The [pages, B, 584] view covers the page's B*576 value bytes and B*8 scale bytes
-      // (page-segregated byte map, contract §2.3 a); records must be packed inside the page.
-      KVC_TORCH_CHECK_VALUE(block == 1 || kv_cache.stride(1) == kvc::Fp8DsMlaLayout::kRecordBytes,
-                        op, ": a uint8 (fp8_ds_mla) kv_cache must be packed within a page "
-                        "(stride(1) == 584), got strides ", kv_cache.strides());
-      r.layout = kvc::CacheLayout::kFp8DsMla;
-      break;
-    case at::kBFloat16:
-      r.layout = kvc::CacheLayout::kBf16Rows;
-      break;
-    default:  // float8_e4m3fn (cache_head_dim rejected the rest)
-      r.layout = kvc::CacheLayout::kFp8Rows;
-      KVC_TORCH_CHECK_VALUE(fp8_scale.has_value() && fp8_scale->defined(), op,
-                        ": fp8_scale (a 1-element float32 CUDA tensor) is required for a "
-                        "float8_e4m3fn kv_cache");
-      break;
+  r.layout = layout;
+  const bool segregated = kv_cache.scalar_type() == at::kByte &&
+                          layout != kvc::CacheLayout::kNvfp4Rows && layout != kvc::CacheLayout::kFp8DsMlaV32;
+  if (segregated) {
+    // The [pages, B, record] view covers the page's B value rows and B scale rows
+    // (page-segregated byte map, contract §2.3); records must be packed inside the page.
+    KVC_TORCH_CHECK_VALUE(block == 1 || kv_cache.stride(1) == kv_cache.size(2), op,
+                          ": a page-segregated (", kvc::cache_layout_name(layout),
+                          ") kv_cache must be packed within a page (stride(1) == ",
+                          kv_cache.size(2), "), got strides ", kv_cache.strides());
   }
+  if (layout == kvc::CacheLayout::kFp8Rows)
+    KVC_TORCH_CHECK_VALUE(fp8_scale.has_value() && fp8_scale->defined(), op,
+                          ": fp8_scale (a 1-element float32 CUDA tensor) is required for a "
+                          "float8_e4m3fn kv_cache");
   if (r.layout == kvc::CacheLayout::kFp8Rows) {
     const at::Tensor& scale = *fp8_scale;
     check_device(scale, op, "fp8_scale", device);

@@ -24,10 +24,12 @@ void fused_compress_insert(const at::Tensor& kv_score, const at::Tensor& positio
                            int64_t compress_ratio, const at::Tensor& cos_sin_cache,
                            const at::Tensor& kv_cache, const at::Tensor& kv_slot_mapping,
                            const std::optional<at::Tensor>& latent_out,
-                           const std::optional<at::Tensor>& fp8_scale, bool pdl) {
+                           const std::optional<at::Tensor>& fp8_scale,
+                           std::optional<c10::string_view> cache_layout, bool pdl) {
   constexpr const char* op = "fused_compress_insert";
   const int ratio = ratio_of(compress_ratio, op);
-  const int64_t D = cache_head_dim(kv_cache, op);
+  const kvc::CacheLayout layout = cache_layout_of(kv_cache, cache_layout, op);
+  const int64_t D = cache_head_dim(kv_cache, layout, op);
   const at::Tensor* latent =
       latent_out.has_value() && latent_out->defined() ? &*latent_out : nullptr;
   kvc::FusedParams p;
@@ -35,7 +37,7 @@ void fused_compress_insert(const at::Tensor& kv_score, const at::Tensor& positio
                                query_start_loc, token_to_req_indices, rms_norm_weight,
                                rms_norm_eps, ratio, D, latent);
   p.record = record_args(op, cos_sin_cache, kv_cache, kv_slot_mapping, "kv_slot_mapping",
-                         fp8_scale, p.compress.num_tokens, kv_score.device());
+                         fp8_scale, p.compress.num_tokens, kv_score.device(), layout);
   const c10::cuda::CUDAGuard guard(kv_score.device());
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   throw_if_error(kvc::fused(p, stream, kvc::LaunchOptions{pdl}), op);

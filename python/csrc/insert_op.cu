@@ -17,7 +17,8 @@ namespace kvc_torch {
 void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
                        const at::Tensor& cos_sin_cache, const at::Tensor& kv_cache,
                        const at::Tensor& slot_mapping, int64_t compress_ratio,
-                       const std::optional<at::Tensor>& fp8_scale, bool pdl) {
+                       const std::optional<at::Tensor>& fp8_scale,
+                       std::optional<c10::string_view> cache_layout, bool pdl) {
   constexpr const char* op = "rope_quant_insert";
   const int ratio = ratio_of(compress_ratio, op);
   KVC_TORCH_CHECK_VALUE(latent.defined(), op, ": latent is undefined");
@@ -28,7 +29,8 @@ void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
   check_last_dim_contiguous(latent, op, "latent");
   const int64_t T = token_count(slot_mapping, op, "slot_mapping");
   check_rows(latent, op, "latent", T);
-  const int64_t D = cache_head_dim(kv_cache, op);
+  const kvc::CacheLayout layout = cache_layout_of(kv_cache, cache_layout, op);
+  const int64_t D = cache_head_dim(kv_cache, layout, op);
   KVC_TORCH_CHECK_VALUE(latent.size(1) == D, op, ": latent has shape ", shape_str(latent),
                         " but kv_cache ", shape_str(kv_cache), " (", kv_cache.scalar_type(),
                         ") holds rows of head dim ", D);
@@ -41,7 +43,7 @@ void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
   p.latent_stride_elems = row_stride_elems(latent, D);
   p.positions = index_tensor(positions, op, "positions", T, device);
   p.record = record_args(op, cos_sin_cache, kv_cache, slot_mapping, "slot_mapping", fp8_scale, T,
-                         device);
+                         device, layout);
   const c10::cuda::CUDAGuard guard(device);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   throw_if_error(kvc::insert(p, stream, kvc::LaunchOptions{pdl}), op);

@@ -10,4 +10,4 @@
 #define KVC_RATIOS 1, 2, 4, 8, 16, 32, 64, 128
 #define KVC_HEAD_DIMS 512
 #define KVC_DTYPES kFloat32, kBFloat16
-#define KVC_LAYOUTS kFp8DsMla, kBf16Rows, kFp8Rows
+#define KVC_LAYOUTS kFp8DsMla, kBf16Rows, kFp8Rows, kMxfp8, kNvfp4, kNvfp4Rows

@@ -21,13 +21,13 @@ TORCH_LIBRARY(kvcompress, m) {
   m.def(
       "rope_quant_insert(Tensor latent, Tensor positions, Tensor cos_sin_cache, "
       "Tensor(a!) kv_cache, Tensor slot_mapping, int compress_ratio, Tensor? fp8_scale=None, "
-      "bool pdl=True) -> ()");
+      "str? cache_layout=None, bool pdl=True) -> ()");
   m.def(
       "fused_compress_insert(Tensor kv_score, Tensor positions, Tensor(a!)? state_cache, "
       "Tensor slot_mapping, Tensor? query_start_loc, Tensor? token_to_req_indices, "
       "Tensor rms_norm_weight, float rms_norm_eps, int compress_ratio, Tensor cos_sin_cache, "
       "Tensor(b!) kv_cache, Tensor kv_slot_mapping, Tensor(c!)? latent_out=None, "
-      "Tensor? fp8_scale=None, bool pdl=True) -> ()");
+      "Tensor? fp8_scale=None, str? cache_layout=None, bool pdl=True) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(kvcompress, CUDA, m) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/string_view.h>
 
 #include <cstdint>
 #include <optional>
@@ -35,7 +36,8 @@ void fused_save_compress_norm(const at::Tensor& kv_score, const at::Tensor& posi
 void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
                        const at::Tensor& cos_sin_cache, const at::Tensor& kv_cache,
                        const at::Tensor& slot_mapping, int64_t compress_ratio,
-                       const std::optional<at::Tensor>& fp8_scale, bool pdl);
+                       const std::optional<at::Tensor>& fp8_scale,
+                       std::optional<c10::string_view> cache_layout, bool pdl);
 
 // Fused op (contract §3): Op A's arguments, then Op B's record arguments; latent_out optional.
 // slot_mapping addresses the ring (and sets T), kv_slot_mapping [>= T] the compressed cache.
@@ -48,6 +50,7 @@ void fused_compress_insert(const at::Tensor& kv_score, const at::Tensor& positio
                            int64_t compress_ratio, const at::Tensor& cos_sin_cache,
                            const at::Tensor& kv_cache, const at::Tensor& kv_slot_mapping,
                            const std::optional<at::Tensor>& latent_out,
-                           const std::optional<at::Tensor>& fp8_scale, bool pdl);
+                           const std::optional<at::Tensor>& fp8_scale,
+                       std::optional<c10::string_view> cache_layout, bool pdl);
 
 }  // namespace kvc_torch

@@ -17,7 +17,7 @@ def _fused_save_compress_norm_fake(kv_score, positions, state_cache, slot_mappin
 
 @torch.library.register_fake("kvcompress::rope_quant_insert")
 def _rope_quant_insert_fake(latent, positions, cos_sin_cache, kv_cache, slot_mapping,
-                            compress_ratio, fp8_scale=None, pdl=True):
+                            compress_ratio, fp8_scale=None, cache_layout=None, pdl=True):
     return None
 
 
@@ -25,5 +25,5 @@ def _rope_quant_insert_fake(latent, positions, cos_sin_cache, kv_cache, slot_map
 def _fused_compress_insert_fake(kv_score, positions, state_cache, slot_mapping, query_start_loc,
                                 token_to_req_indices, rms_norm_weight, rms_norm_eps,
                                 compress_ratio, cos_sin_cache, kv_cache, kv_slot_mapping,
-                                latent_out=None, fp8_scale=None, pdl=True):
+                                latent_out=None, fp8_scale=None, cache_layout=None, pdl=True):
     return None

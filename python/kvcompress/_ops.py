@@ -66,7 +66,7 @@ def fused_save_compress_norm(kv_score, positions, state_cache, slot_mapping, que
 
 
 def rope_quant_insert(latent, positions, cos_sin_cache, kv_cache, slot_mapping, compress_ratio,
-                      fp8_scale=None, *, pdl=True):
+                      fp8_scale=None, *, cache_layout=None, pdl=True):
     """Op B (contract §2): GPT-J RoPE on the last 64 dims at the group's first position,
     quantize, write one record per closing token with ``slot_mapping >= 0`` (page = slot // B).
 
@@ -75,20 +75,23 @@ def rope_quant_insert(latent, positions, cos_sin_cache, kv_cache, slot_mapping, 
     kv_cache, whose dtype selects the layout: uint8 [pages, B, 584] fp8_ds_mla (page stride
     from the tensor, e.g. padded to a multiple of 576), bfloat16 [pages, B, 512] rows, or
     float8_e4m3fn [pages, B, 512] rows divided by ``fp8_scale`` (a 1-element float32 CUDA
-    tensor, required then); slot_mapping [T] int64 or int32; slots past pages * B are skipped.
-    Returns None.
+    tensor, required then); a uint8 cache whose last dim is 528 is MXFP8 and 288 page-segregated
+    NVFP4, as vLLM selects them. ``cache_layout`` (keyword) names the layout instead:
+    "fp8_ds_mla", "mxfp8", "nvfp4", "nvfp4_rows" (uint8 [pages, B, >= 288], 288-byte rows),
+    "bf16_rows", "fp8_rows"; "fp8_ds_mla_v32" (head dim 576) is not in this package and is
+    refused. slot_mapping [T] int64 or int32; slots past pages * B are skipped. Returns None.
     """
     if _LOAD_ERROR is not None:
         _fail()
     torch.ops.kvcompress.rope_quant_insert(latent, positions, cos_sin_cache, kv_cache,
                                            slot_mapping, int(compress_ratio), fp8_scale,
-                                           bool(pdl))
+                                           cache_layout, bool(pdl))
 
 
 def fused_compress_insert(kv_score, positions, state_cache, slot_mapping, query_start_loc,
                           token_to_req_indices, rms_norm_weight, rms_norm_eps, compress_ratio,
                           cos_sin_cache, kv_cache, kv_slot_mapping, latent_out=None,
-                          fp8_scale=None, *, pdl=True):
+                          fp8_scale=None, *, cache_layout=None, pdl=True):
     """Op A then Op B in one launch (contract §3), bit-identical to the two ops.
 
     The first nine arguments are fused_save_compress_norm's (slot_mapping = ring slots, and
@@ -101,4 +104,4 @@ def fused_compress_insert(kv_score, positions, state_cache, slot_mapping, query_
     torch.ops.kvcompress.fused_compress_insert(
         kv_score, positions, state_cache, slot_mapping, query_start_loc, token_to_req_indices,
         rms_norm_weight, float(rms_norm_eps), int(compress_ratio), cos_sin_cache, kv_cache,
-        kv_slot_mapping, latent_out, fp8_scale, bool(pdl))
+        kv_slot_mapping, latent_out, fp8_scale, cache_layout, bool(pdl))
