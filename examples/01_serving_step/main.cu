@@ -62,7 +62,7 @@ constexpr int kCapacity = kvc::ring_capacity(kRatio, kDrafts);
 static_assert(kvc::ring_capacity_sufficient(kCapacity, kRatio, 1 + kDrafts),
               "the ring must hold the open group plus a whole rolled-back step");
 using Layout = kvc::Fp8DsMlaLayout;
-using Quantizer = Layout::Quantizer;
+using Quantizer = kvc::Ue8m0TileQuantizer<Layout::kTile>;  // the NoPE tiles' quantizer
 using Rope = kvc::Rotary<kvc::RopeStyle::kGptJ, kRopeDim>;
 
 constexpr int kMaxTokens = 16;  // tokens per call (buffers are sized once, like a server's)
