@@ -712,7 +712,7 @@ def test_insert_bad_arguments(small):
         (dict(kv_cache=fp8.tensor), r"fp8_scale .* is required"),
         (dict(kv_cache=fp8.tensor, fp8_scale=fp8.scale.double()), r"fp8_scale must be"),
         (dict(kv_cache=fp8.tensor, fp8_scale=fp8.scale.cpu()), r"fp8_scale must be a CUDA"),
-        (dict(kv_cache=fp8.tensor[:, :, :256]), r"built for rows of head dim 512"),
+        (dict(kv_cache=fp8.tensor[:, :, :256]), r"fp8_rows keeps 512 values per record"),
         (dict(slot_mapping=slots.int().float()), r"slot_mapping must be int64 or int32"),
         (dict(positions=pos[:4]), r"positions has 4 elements"),
         (dict(latent=latent[:4]), r"latent has shape \[4, 512\], fewer rows than num_tokens"),

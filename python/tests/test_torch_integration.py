@@ -154,13 +154,13 @@ def stand_in_cpu_kernels():
             state_cache[1, :2].copy_(kv_score[:2])
 
     def op_b(latent, positions, cos_sin_cache, kv_cache, slot_mapping, compress_ratio,
-             fp8_scale=None, pdl=True):
+             fp8_scale=None, cache_layout=None, pdl=True):
         kv_cache[1, :3, :D].copy_(latent[:3].view(torch.uint8)[:, :D])
 
     def fused(kv_score, positions, state_cache, slot_mapping, query_start_loc,
               token_to_req_indices, rms_norm_weight, rms_norm_eps, compress_ratio,
               cos_sin_cache, kv_cache, kv_slot_mapping, latent_out=None, fp8_scale=None,
-              pdl=True):
+              cache_layout=None, pdl=True):
         kv_cache.add_(1)
         if latent_out is not None:
             latent_out.add_(1)
