@@ -7,16 +7,14 @@ kvc::Status kvc_compile_tier_compress(const kvc::CompressParams& p, cudaStream_t
   return kvc::compress(p, stream);
 }
 
-// The launch's window choice (CompressConfig::tokens_per_block): within the shared-memory
-// plan arrays; small ratios: one R-token window per row group (the block's threads, or each
-// of 4 warps with RowThreads = 32); split groups: 2 tokens per warp.
+// The block's tokens (CompressConfig::kTokensPerBlock): small ratios: one R-token window per
+// row group (the block's threads, or each of 4 warps with RowThreads = 32); split groups: 2
+// tokens per warp.
 namespace {
 template <int R, int D = 512, int RowThreads = 0>
 constexpr bool window_ok() {
   using Cfg = kvc::CompressConfig<R, D, float, RowThreads>;
-  constexpr int small = Cfg::tokens_per_block(1), large = Cfg::tokens_per_block(int64_t{1} << 30);
-  return small <= Cfg::kMaxTokensPerBlock && large <= Cfg::kMaxTokensPerBlock &&
-         small == (Cfg::kSplitGroup ? 2 * Cfg::kWarps : R * Cfg::kWindowsPerBlock) &&
+  return Cfg::kTokensPerBlock == (Cfg::kSplitGroup ? 2 * Cfg::kWarps : R * Cfg::kWindowsPerBlock) &&
          (Cfg::kSplitGroup ? Cfg::kRowThreads == 32
                            : Cfg::kThreads == Cfg::kRowThreads || (Cfg::kRowThreads == 32 && Cfg::kWarps == 4)) &&
          Cfg::kVecs * Cfg::kVecElems * Cfg::kRowThreads == D;
@@ -33,7 +31,7 @@ static_assert(kvc::CompressConfig<2, 512, float>::kRowThreads == 128 &&
                   kvc::CompressConfig<128, 512, float>::kRowThreads == 32,
               "small ratios: 4 channels per thread at head dim 512; split groups: a warp per row");
 static_assert(kvc::CompressConfig<2, 512, float, 32>::kRowThreads == 32 &&
-                  kvc::CompressConfig<2, 512, float, 32>::tokens_per_block(1) == 8 &&
+                  kvc::CompressConfig<2, 512, float, 32>::kTokensPerBlock == 8 &&
                   kvc::CompressConfig<2, 512, float, 32>::kChannels == 16,
               "large calls at small ratios: a warp per row, 4 windows per block");
 }  // namespace

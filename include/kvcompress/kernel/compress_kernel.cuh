@@ -23,17 +23,16 @@ KVC_NAMESPACE_BEGIN
 /// Op A: one launch pools, normalises and stores the latent of every group closed in the
 /// batch and refreshes the ring (contract §1). The fused op is this kernel with an epilogue that
 /// also writes the cache record (fused_kernel.cuh). Launch with CompressConfig<..., RowThreads>
-/// ::kThreads threads, tokens_per_block = CompressConfig::tokens_per_block(num_tokens) and
-/// ceil(num_tokens / tokens_per_block) blocks; kvc::compress() does this after validation,
+/// ::kThreads threads and ceil(num_tokens / CompressConfig::kTokensPerBlock) blocks; kvc::compress() does this after validation,
 /// with RowThreads = 32 for calls of kWarpRowMinWindows windows or more, else the default.
 template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, int RowThreads = 0>
 __global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In, RowThreads>::kThreads)
-    compress_kernel(const CompressParams p, const Epilogue epilogue, const int tokens_per_block) {
+    compress_kernel(const CompressParams p, const Epilogue epilogue) {
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
   arch::wait_for_prior_grids();
   arch::allow_dependent_grids();
   if constexpr (CompressConfig<Ratio, HeadDim, In>::kSplitGroup)
-    detail::compress_split_group<Ratio, HeadDim, In>(p, epilogue, tokens_per_block);
+    detail::compress_split_group<Ratio, HeadDim, In>(p, epilogue);
   else
     detail::compress_small_ratio<Ratio, HeadDim, In, RowThreads>(p, epilogue);
 }

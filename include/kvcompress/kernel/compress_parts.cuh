@@ -77,14 +77,11 @@ struct CompressConfig {
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
   static constexpr int kBatch = largest_divisor(kMembersPerWarp, kBatchWanted);
   static_assert(kMembersPerWarp % kBatch == 0, "members per warp must be a multiple of the batch");
-  // Small ratios: each row group of threads owns a window of Ratio consecutive tokens.
-  // Large ratios: 2 tokens per warp, so a decode batch spreads its ring copies and rare
-  // closings over many blocks. R-token windows for large split-group calls were measured
-  // and were slower (bench/NOTES.md 8), so every call uses kSmallWindow.
-  static constexpr int kSmallWindow = kSplitGroup ? 2 * kWarps : Ratio * kWindowsPerBlock;
-  static constexpr int kMaxTokensPerBlock = kSmallWindow;
-  /// The window the launch uses for a call of `num_tokens` tokens (<= kMaxTokensPerBlock).
-  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t /*num_tokens*/) { return kSmallWindow; }
+  /// Tokens of a block, the same for every call: at small ratios each row group of threads
+  /// owns a window of Ratio consecutive tokens; at large ratios 2 tokens per warp, so a decode
+  /// batch spreads its ring copies and rare closings over many blocks. R-token windows for
+  /// large split-group calls were measured and were slower (bench/NOTES.md 8).
+  static constexpr int kTokensPerBlock = kSplitGroup ? 2 * kWarps : Ratio * kWindowsPerBlock;
   // Small ratios up to 2 load every row of a window together with its indices (one
   // round trip for a decode group whose rows are all in the input); larger ones would hold
   // Ratio rows in registers and load members after the indices instead.

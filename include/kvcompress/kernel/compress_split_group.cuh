@@ -110,17 +110,16 @@ KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens
 }
 
 template <int Ratio, int HeadDim, typename In, class Epilogue>
-KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& epilogue,
-                                     const int tokens_per_block) {
+KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& epilogue) {
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
   using Warp = CompressWarp<Ratio, HeadDim, In>;
   constexpr int N = Cfg::kChannels;
   constexpr int E = Cfg::kVecElems;
-  const int window_size = tokens_per_block;  // <= kMaxTokensPerBlock (the launch's choice)
+  constexpr int window_size = Cfg::kTokensPerBlock;
 
-  __shared__ TokenPlan plans[Cfg::kMaxTokensPerBlock];
-  __shared__ int32_t copy_token[Cfg::kMaxTokensPerBlock];  // rows stored to the ring by the block
-  __shared__ int64_t copy_offset[Cfg::kMaxTokensPerBlock];  // their ring rows
+  __shared__ TokenPlan plans[Cfg::kTokensPerBlock];
+  __shared__ int32_t copy_token[Cfg::kTokensPerBlock];  // rows stored to the ring by the block
+  __shared__ int64_t copy_offset[Cfg::kTokensPerBlock];  // their ring rows
   __shared__ int copy_count;
   __shared__ __align__(16) uint16_t weight_smem[HeadDim];  // RMSNorm weight, loaded with the plans
   const int lane = threadIdx.x % 32;

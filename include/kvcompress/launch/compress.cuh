@@ -41,11 +41,10 @@ template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
 Status launch_compress_rows(const char* name, const CompressParams& p, cudaStream_t stream,
                             const LaunchOptions& options, const Epilogue& epilogue) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
-  const int window = Cfg::tokens_per_block(p.num_tokens);
-  const int64_t blocks = (p.num_tokens + window - 1) / window;
+  const int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
   return launch_kernel(name, compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>,
                        dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream, options,
-                       p, epilogue, window);
+                       p, epilogue);
 }
 
 /// ... with the row mapping for the call's size: at small ratios, a warp per row for calls
