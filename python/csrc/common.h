@@ -270,24 +270,19 @@ inline kvc::CompressParams compress_params(
 
 /// The cache layout of a call: `requested` (the keyword cache_layout, a kvc layout name), or
 /// else the one the tensor selects as vLLM does: uint8 with last dim 584 fp8_ds_mla, 528
-/// mxfp8, 288 nvfp4 (page-segregated); bfloat16 rows; float8_e4m3fn rows.
+/// mxfp8, 288 nvfp4 (page-segregated), 656 fp8_ds_mla_v32 (DeepSeek V3.2, head dim 576);
+/// bfloat16 rows; float8_e4m3fn rows.
 inline kvc::CacheLayout cache_layout_of(const at::Tensor& kv_cache,
                                         const std::optional<c10::string_view>& requested,
                                         const char* op) {
   KVC_TORCH_CHECK_VALUE(kv_cache.defined(), op, ": kv_cache is undefined");
   check_dim(kv_cache, op, "kv_cache", 3,
-            "3-D: uint8 [pages, block_size, 584 | 528 | 288], bfloat16 or float8_e4m3fn "
+            "3-D: uint8 [pages, block_size, 584 | 528 | 288 | 656], bfloat16 or float8_e4m3fn "
             "[pages, block_size, 512]");
   if (requested.has_value()) {
     const std::string name(requested->data(), requested->size());
     for (kvc::CacheLayout l : kvc::kBuiltinLayouts)
-      if (name == kvc::cache_layout_name(l)) {
-        KVC_TORCH_CHECK_VALUE(l != kvc::CacheLayout::kFp8DsMlaV32, op,
-                              ": cache_layout fp8_ds_mla_v32 holds head dim 576 (DeepSeek V3.2); "
-                              "this package is built for head dim ", kHeadDim,
-                              " (V4.1): use the C++ instance templates for it");
-        return l;
-      }
+      if (name == kvc::cache_layout_name(l)) return l;
     std::string names;
     for (kvc::CacheLayout l : kvc::kBuiltinLayouts)
       names += std::string(names.empty() ? "" : ", ") + kvc::cache_layout_name(l);
@@ -298,16 +293,18 @@ inline kvc::CacheLayout cache_layout_of(const at::Tensor& kv_cache,
       if (kv_cache.size(2) == kvc::Fp8DsMlaLayout::kRecordBytes) return kvc::CacheLayout::kFp8DsMla;
       if (kv_cache.size(2) == kvc::Mxfp8Layout::kRecordBytes) return kvc::CacheLayout::kMxfp8;
       if (kv_cache.size(2) == kvc::Nvfp4Layout::kRecordBytes) return kvc::CacheLayout::kNvfp4;
+      if (kv_cache.size(2) == kvc::Fp8DsMlaV32Layout::kRecordBytes)
+        return kvc::CacheLayout::kFp8DsMlaV32;
       KVC_TORCH_CHECK_VALUE(false, op, ": a uint8 kv_cache is [pages, block_size, 584] (fp8_ds_mla), "
-                            "528 (mxfp8) or 288 (nvfp4), got shape ", shape_str(kv_cache),
-                            "; cache_layout= names the others");
+                            "528 (mxfp8), 288 (nvfp4) or 656 (fp8_ds_mla_v32), got shape ",
+                            shape_str(kv_cache), "; cache_layout= names the others");
       break;
     case at::kBFloat16: return kvc::CacheLayout::kBf16Rows;
     case at::kFloat8_e4m3fn: return kvc::CacheLayout::kFp8Rows;
     default:
       KVC_TORCH_CHECK_TYPE(false, op, ": kv_cache dtype ", kv_cache.scalar_type(),
-                       " is not supported: uint8 [pages, block_size, 584 | 528 | 288] (fp8_ds_mla, "
-                       "mxfp8, nvfp4), bfloat16 [pages, block_size, 512] (bf16 rows) or "
+                       " is not supported: uint8 [pages, block_size, 584 | 528 | 288 | 656] "
+                       "(fp8_ds_mla, mxfp8, nvfp4, fp8_ds_mla_v32), bfloat16 [pages, block_size, 512] (bf16 rows) or "
                        "float8_e4m3fn [pages, block_size, 512] (fp8 rows with fp8_scale)");
   }
   return kvc::CacheLayout::kFp8DsMla;
@@ -318,22 +315,29 @@ inline int64_t cache_head_dim(const at::Tensor& kv_cache, kvc::CacheLayout layou
   int64_t head_dim = 0, last_dim = 0;
   bool rows = false;
   at::ScalarType dtype = at::kByte;
-  const kvc::Status s = kvc::dispatch_layout<kHeadDim>(layout, [&](auto l) {
-    using L = decltype(l);
-    head_dim = L::kHeadDim;
-    rows = L::ByteMap::kUsesRowStride;
-    if constexpr (std::is_same_v<L, kvc::Bf16RowsLayout<kHeadDim, kRopeDim>>) {
-      dtype = at::kBFloat16;
-      last_dim = kHeadDim;
-    } else if constexpr (std::is_same_v<L, kvc::Fp8RowsLayout<kHeadDim, kRopeDim>>) {
-      dtype = at::kFloat8_e4m3fn;
-      last_dim = kHeadDim;
-    } else {
-      last_dim = L::kRecordBytes;
-    }
-    return kvc::Status::success();
-  });
-  throw_if_error(s, op);
+  // V3.2's records hold head dim 576, outside the package's head-dim list (instance_lists.h):
+  // rope_quant_insert launches its instance directly (insert_op.cu).
+  if (layout == kvc::CacheLayout::kFp8DsMlaV32) {
+    head_dim = kvc::Fp8DsMlaV32Layout::kHeadDim;
+    rows = kvc::Fp8DsMlaV32Layout::ByteMap::kUsesRowStride;
+    last_dim = kvc::Fp8DsMlaV32Layout::kRecordBytes;
+  } else {
+    throw_if_error(kvc::dispatch_layout<kHeadDim>(layout, [&](auto l) {
+      using L = decltype(l);
+      head_dim = L::kHeadDim;
+      rows = L::ByteMap::kUsesRowStride;
+      if constexpr (std::is_same_v<L, kvc::Bf16RowsLayout<kHeadDim, kRopeDim>>) {
+        dtype = at::kBFloat16;
+        last_dim = kHeadDim;
+      } else if constexpr (std::is_same_v<L, kvc::Fp8RowsLayout<kHeadDim, kRopeDim>>) {
+        dtype = at::kFloat8_e4m3fn;
+        last_dim = kHeadDim;
+      } else {
+        last_dim = L::kRecordBytes;
+      }
+      return kvc::Status::success();
+    }), op);
+  }
   KVC_TORCH_CHECK_TYPE(kv_cache.scalar_type() == dtype, op, ": cache layout ",
                        kvc::cache_layout_name(layout), " needs a ", dtype, " kv_cache, got ",
                        kv_cache.scalar_type());

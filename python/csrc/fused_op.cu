@@ -29,6 +29,9 @@ void fused_compress_insert(const at::Tensor& kv_score, const at::Tensor& positio
   constexpr const char* op = "fused_compress_insert";
   const int ratio = ratio_of(compress_ratio, op);
   const kvc::CacheLayout layout = cache_layout_of(kv_cache, cache_layout, op);
+  KVC_TORCH_CHECK_VALUE(layout != kvc::CacheLayout::kFp8DsMlaV32, op,
+                        ": cache layout fp8_ds_mla_v32 (DeepSeek V3.2, head dim 576) is written "
+                        "by rope_quant_insert only; this package compresses head dim ", kHeadDim);
   const int64_t D = cache_head_dim(kv_cache, layout, op);
   const at::Tensor* latent =
       latent_out.has_value() && latent_out->defined() ? &*latent_out : nullptr;

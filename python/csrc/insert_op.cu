@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // kvcompress torch package — rope_quant_insert (Op B, contract §2): the tensors become
 // kvc::InsertParams (common.h), then kvc::insert validates and launches the instance
-// <R, 512, Layout> of instance_lists.h (24 kernels) on the current stream.
+// <R, 512, Layout> of instance_lists.h on the current stream; DeepSeek V3.2's 656-byte records
+// (head dim 576, ratio 1) through their own instance.
 #include "instance_lists.h"  // before any kvcompress header
 
 #include <ATen/cuda/CUDAContext.h>
@@ -46,6 +47,17 @@ void rope_quant_insert(const at::Tensor& latent, const at::Tensor& positions,
                          device, layout);
   const c10::cuda::CUDAGuard guard(device);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (layout == kvc::CacheLayout::kFp8DsMlaV32) {
+    // DeepSeek V3.2 keeps one record per token (no pooling): its head dim 576 is outside
+    // KVC_HEAD_DIMS, so its one instance is launched directly.
+    KVC_TORCH_CHECK_VALUE(ratio == 1, op, ": cache layout fp8_ds_mla_v32 (DeepSeek V3.2, one "
+                          "record per token) is compiled in this package for compress_ratio 1, got ",
+                          ratio);
+    throw_if_error(kvc::launch_insert<1, kvc::Fp8DsMlaV32Layout::kHeadDim, kvc::Fp8DsMlaV32Layout>(
+                       p, stream, kvc::LaunchOptions{pdl}),
+                   op);
+    return;
+  }
   throw_if_error(kvc::insert(p, stream, kvc::LaunchOptions{pdl}), op);
 }
 

@@ -70,16 +70,17 @@ def rope_quant_insert(latent, positions, cos_sin_cache, kv_cache, slot_mapping, 
     """Op B (contract §2): GPT-J RoPE on the last 64 dims at the group's first position,
     quantize, write one record per closing token with ``slot_mapping >= 0`` (page = slot // B).
 
-    num_tokens T = ``slot_mapping.numel()``. latent [>= T, 512] bfloat16; positions [>= T]
-    int64 or int32; cos_sin_cache [max_pos, 64] float32 or bfloat16 (32 cos then 32 sin);
-    kv_cache, whose dtype selects the layout: uint8 [pages, B, 584] fp8_ds_mla (page stride
+    num_tokens T = ``slot_mapping.numel()``. latent [>= T, 512] bfloat16 ([>= T, 576] for
+    fp8_ds_mla_v32); positions [>= T] int64 or int32; cos_sin_cache [max_pos, 64] float32 or
+    bfloat16 (32 cos then 32 sin); kv_cache, whose dtype selects the layout: uint8 [pages, B, 584] fp8_ds_mla (page stride
     from the tensor, e.g. padded to a multiple of 576), bfloat16 [pages, B, 512] rows, or
     float8_e4m3fn [pages, B, 512] rows divided by ``fp8_scale`` (a 1-element float32 CUDA
-    tensor, required then); a uint8 cache whose last dim is 528 is MXFP8 and 288 page-segregated
-    NVFP4, as vLLM selects them. ``cache_layout`` (keyword) names the layout instead:
+    tensor, required then); a uint8 cache whose last dim is 528 is MXFP8, 288 page-segregated
+    NVFP4 and 656 DeepSeek V3.2's fp8_ds_mla (head dim 576, compress_ratio 1 only), as vLLM
+    selects them. ``cache_layout`` (keyword) names the layout instead:
     "fp8_ds_mla", "mxfp8", "nvfp4", "nvfp4_rows" (uint8 [pages, B, >= 288], 288-byte rows),
-    "bf16_rows", "fp8_rows"; "fp8_ds_mla_v32" (head dim 576) is not in this package and is
-    refused. slot_mapping [T] int64 or int32; slots past pages * B are skipped. Returns None.
+    "bf16_rows", "fp8_rows", "fp8_ds_mla_v32" (uint8 [pages, B, >= 656] rows). slot_mapping
+    [T] int64 or int32; slots past pages * B are skipped. Returns None.
     """
     if _LOAD_ERROR is not None:
         _fail()
@@ -97,7 +98,7 @@ def fused_compress_insert(kv_score, positions, state_cache, slot_mapping, query_
     The first nine arguments are fused_save_compress_norm's (slot_mapping = ring slots, and
     num_tokens T = its numel), then rope_quant_insert's cos_sin_cache, kv_cache and
     kv_slot_mapping ([>= T] cache slots); latent_out [>= T, 512] bfloat16 is optional (None:
-    no latent written). Returns None.
+    no latent written). Every layout but fp8_ds_mla_v32 (V3.2 compresses nothing). Returns None.
     """
     if _LOAD_ERROR is not None:
         _fail()

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The torch ops with the MXFP8 (528 B) and NVFP4 (288 B) records, as vLLM selects them (a
-uint8 cache whose last dim is the record size) and through the keyword ``cache_layout``.
+"""The torch ops with the MXFP8 (528 B), NVFP4 (288 B) and V3.2 (656 B) records, as vLLM
+selects them (a uint8 cache whose last dim is the record size) and through the keyword
+``cache_layout``.
 
 The records are decoded and compared with the float64 rotation of the latent within each
 format's rounding (the C++ device tier checks every byte against its float64 reference);
 NVFP4's two byte orders hold the same bytes; the fused op writes what the two ops write;
-bytes outside the records stay poisoned; V3.2's layout and unknown names are refused.
+bytes outside the records stay poisoned; V3.2's NoPE bytes and scales are checked bit for bit
+(their rule is exact); unknown names, V3.2 at ratio > 1 and in the fused op are refused.
 Skipped without torch, the compiled ops or a CUDA device.
 """
 import pytest
@@ -41,12 +43,14 @@ def cos_sin_table(max_pos):
 
 
 def rotated(latent, group_pos, cs):
-    """float64 rows: NoPE as stored, RoPE rotated GPT-J style at each row's group position."""
+    """float64 rows: NoPE as stored, RoPE (the last 64 dims) rotated GPT-J style at each row's
+    group position."""
     x = latent.cpu().double()
+    n = x.shape[1] - P
     c, s = cs[group_pos, : P // 2].double(), cs[group_pos, P // 2:].double()
-    e, o = x[:, N::2].clone(), x[:, N + 1::2].clone()
-    x[:, N::2] = e * c - o * s
-    x[:, N + 1::2] = o * c + e * s
+    e, o = x[:, n::2].clone(), x[:, n + 1::2].clone()
+    x[:, n::2] = e * c - o * s
+    x[:, n + 1::2] = o * c + e * s
     return x
 
 
@@ -86,10 +90,11 @@ class Paged:
         return self.storage[p].reshape(-1).cpu()
 
 
-def inputs(seed, T=40, ratio=2, pages=5, block=16):
+def inputs(seed, T=40, ratio=2, pages=5, block=16, head_dim=D):
     gen = torch.Generator().manual_seed(seed)
-    latent = (torch.randn(T, D, generator=gen, dtype=torch.float64) *
-              torch.exp2(torch.randint(-12, 8, (T, D // 16), generator=gen).double()).repeat_interleave(16, 1))
+    latent = (torch.randn(T, head_dim, generator=gen, dtype=torch.float64) *
+              torch.exp2(torch.randint(-12, 8, (T, head_dim // 16), generator=gen).double())
+              .repeat_interleave(16, 1))
     latent = latent.to(torch.bfloat16)
     positions = torch.randint(0, 1000, (T,), generator=gen) // ratio * ratio + ratio - 1
     slots = torch.randperm(pages * block, generator=gen)[:T].to(torch.int64)
@@ -229,19 +234,74 @@ def test_fused_equals_two_ops(layout, record, row_stride):
     assert (cache.storage.cpu() != POISON).any()
 
 
+@pytest.mark.parametrize("selected", ["last dim", "keyword"])
+def test_v32_records(selected):
+    """DeepSeek V3.2's 656-byte rows at head dim 576, ratio 1: bytes 0-511 e4m3 NoPE in 4
+    tiles of 128, 512-527 four fp32 power-of-two scales, 528-655 the rotated RoPE in bf16."""
+    latent, positions, slots = inputs(31, head_dim=576, ratio=1)
+    cs = cos_sin_table(1024)
+    # "last dim": 656-byte rows packed in pages padded to 512 bytes, as vLLM allocates them;
+    # "keyword": rows padded to 672 bytes, which only the keyword selects.
+    cache = Paged(656) if selected == "last dim" else Paged(656, row_stride=672)
+    run_insert(cache, latent, positions, slots, 1, cs,
+               **({} if selected == "last dim" else {"cache_layout": "fp8_ds_mla_v32"}))
+    s, pos, keep = written(positions, slots, 1)
+    recs = []
+    for t in s.tolist():
+        page, row = divmod(t, cache.block)
+        recs.append(cache.page(page)[row * 656:(row + 1) * 656] if selected == "last dim"
+                    else cache.storage[page, row, :656].cpu())
+    recs = torch.stack(recs)
+    nope = latent[keep, :512].float()
+    amax = nope.abs().view(-1, 4, 128).amax(2)
+    # e = ceil(log2(max(amax / 448, 1e-4))) on fp32 (IEEE division), exactly, through frexp.
+    q = torch.clamp(amax / torch.tensor(448.0), min=torch.tensor(1e-4, dtype=torch.float32))
+    m, ex = torch.frexp(q)
+    e = torch.where(m == 0.5, ex - 1, ex)
+    want_scales = torch.exp2(e.double()).float()  # exact: integer exponents
+    got_scales = recs[:, 512:528].contiguous().view(torch.float32)
+    assert torch.equal(got_scales, want_scales)
+    values = (nope * torch.exp2(-e.double()).float().repeat_interleave(128, 1)).clamp(-448, 448)
+    assert torch.equal(recs[:, :512], values.to(torch.float8_e4m3fn).view(torch.uint8))
+    rope = recs[:, 528:656].contiguous().view(torch.bfloat16).double()
+    want = rotated(latent[keep], pos, cs)[:, 512:]
+    x = latent[keep, 512:].double().abs()
+    pair = (x[:, 0::2] + x[:, 1::2]).repeat_interleave(2, 1)
+    assert ((rope - want).abs() <= want.abs() * 2.0**-7 + pair * 2.0**-20).all()
+    # Nothing but the written records changed (row padding and unused rows poisoned).
+    if selected == "keyword":
+        used = torch.zeros(cache.storage.shape, dtype=torch.bool)
+        for t in s.tolist():
+            page, row = divmod(t, cache.block)
+            used[page, row, :656] = True
+        assert (cache.storage.cpu()[~used] == POISON).all()
+
+
 def test_refused_layouts():
     latent, positions, slots = inputs(3)
     cs = cos_sin_table(1024)
     cache = Paged(288)
     before = cache.storage.clone()
-    with pytest.raises(ValueError, match="fp8_ds_mla_v32 holds head dim 576"):
-        run_insert(cache, latent, positions, slots, 2, cs, cache_layout="fp8_ds_mla_v32")
+    v32 = Paged(656)
+    v32_before = v32.storage.clone()
+    wide, _, _ = inputs(3, head_dim=576)
+    with pytest.raises(ValueError, match="fp8_ds_mla_v32 .* for compress_ratio 1, got 2"):
+        run_insert(v32, wide, positions, slots, 2, cs)
+    with pytest.raises(ValueError, match=r"latent has shape \[40, 512\] but kv_cache .* head dim 576"):
+        run_insert(v32, latent, positions, slots, 1, cs)
+    from test_ops import make_batch, REQUESTS  # noqa: the same batches as test_ops
+    b = make_batch(torch.Generator().manual_seed(5), 1, REQUESTS)
+    with pytest.raises(ValueError, match="fp8_ds_mla_v32 .* is written by rope_quant_insert only"):
+        kvt.fused_compress_insert(b.kv_score, b.positions.to(DEV), None, b.slots.to(DEV),
+                                  b.qsl.to(DEV), b.req.to(DEV), b.weight, b.eps, 1,
+                                  cs.to(DEV), v32.tensor, b.slots.to(DEV))
     with pytest.raises(ValueError, match="unknown cache_layout 'nvfp8'"):
         run_insert(cache, latent, positions, slots, 2, cs, cache_layout="nvfp8")
     with pytest.raises(ValueError, match="mxfp8 keeps 528 bytes"):
         run_insert(cache, latent, positions, slots, 2, cs, cache_layout="mxfp8")
     odd = Paged(300)
-    with pytest.raises(ValueError, match="528 \\(mxfp8\\) or 288 \\(nvfp4\\)"):
+    with pytest.raises(ValueError, match="528 \\(mxfp8\\), 288 \\(nvfp4\\) or 656"):
         run_insert(odd, latent, positions, slots, 2, cs)
     torch.cuda.synchronize()
     assert torch.equal(cache.storage, before)
+    assert torch.equal(v32.storage, v32_before)

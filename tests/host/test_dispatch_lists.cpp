@@ -14,6 +14,11 @@
 #define KVC_LAYOUTS kvc::CacheLayout::kFp8DsMla  // qualified names work as well
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #endif
+// KVC_TEST_CMAKE_LISTS: the lists come from kvc_instance_lists() on the target
+// (tests/CMakeLists.txt: ratios 1 4, head dim 512, bf16, fp8_ds_mla and nvfp4).
+#if defined(KVC_TEST_CMAKE_LISTS)
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#endif
 
 #include <doctest/doctest.h>
 
@@ -66,7 +71,28 @@ Status dispatched_layout(kvc::CacheLayout layout) {
 
 }  // namespace
 
-#if !defined(KVC_TEST_RESTRICTED_LISTS)
+#if defined(KVC_TEST_CMAKE_LISTS)
+
+TEST_CASE("dispatch lists: set by kvc_instance_lists() (CMake)") {
+  CHECK(to_vector(kvc::kSupportedRatios) == std::vector<int>{1, 4});
+  CHECK(to_vector(kvc::kSupportedHeadDims) == std::vector<int>{512});
+  CHECK(to_vector(kvc::kSupportedDTypes) == std::vector<kvc::DType>{kvc::DType::kBFloat16});
+  CHECK(to_vector(kvc::kSupportedLayouts) ==
+        std::vector<kvc::CacheLayout>{kvc::CacheLayout::kFp8DsMla, kvc::CacheLayout::kNvfp4});
+  CHECK(dispatched_layout<512>(kvc::CacheLayout::kNvfp4).ok());
+  CHECK(std::string(dispatched_layout<512>(kvc::CacheLayout::kMxfp8).message()) ==
+        "cache layout mxfp8 is not one of the compiled layouts {fp8_ds_mla, nvfp4}");
+  Status s;
+  CHECK(dispatched_ratio(2, &s) == -1);
+  CHECK(std::string(s.message()).find("{1, 4}") != std::string::npos);
+  CHECK(dispatched_head_dim(512, &s) == 512);
+  CHECK(dispatched_head_dim(128, &s) == -1);
+  CHECK(dispatched_dtype(kvc::DType::kBFloat16).ok());
+  CHECK(std::string(dispatched_dtype(kvc::DType::kFloat32).message()) ==
+        "dtype float32 is not one of the compiled dtypes {bfloat16}");
+}
+
+#elif !defined(KVC_TEST_RESTRICTED_LISTS)
 
 TEST_CASE("dispatch lists: the defaults") {
   CHECK(to_vector(kvc::kSupportedRatios) == std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128});
