@@ -12,7 +12,7 @@
 # setting them as compile definitions (default scope PRIVATE). A list left out keeps its
 # default. Use it rather than plain target_compile_definitions("KVC_RATIOS=1,2"): nvcc
 # splits -D values at commas, so the CUDA definitions need an escaped comma. Example
-# (vLLM's configuration, 12 kernels instead of 352 in a TU calling all three ops):
+# (vLLM's configuration, 12 kernels instead of 472 in a TU calling all three ops):
 #
 #   kvc_instance_lists(my_app RATIOS 1 2 HEAD_DIMS 512 DTYPES kFloat32 LAYOUTS kFp8DsMla)
 #
