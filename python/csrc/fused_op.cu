@@ -2,7 +2,7 @@
 // kvcompress torch package — fused_compress_insert (contract §3): Op A and Op B in one launch,
 // the record written from registers, the latent optional. The tensors become kvc::FusedParams
 // (common.h), then kvc::fused validates and launches the instance <R, 512, In, Layout> of
-// instance_lists.h (48 kernels, the largest of the three files) on the current stream.
+// instance_lists.h (96 kernels, the largest of the three files) on the current stream.
 #include "instance_lists.h"  // before any kvcompress header
 
 #include <ATen/cuda/CUDAContext.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // kvcompress torch package — rope_quant_insert (Op B, contract §2): the tensors become
 // kvc::InsertParams (common.h), then kvc::insert validates and launches the instance
-// <R, 512, Layout> of instance_lists.h on the current stream; DeepSeek V3.2's 656-byte records
+// <R, 512, Layout> of instance_lists.h (48 kernels) on the current stream; DeepSeek V3.2's 656-byte records
 // (head dim 576, ratio 1) through their own instance.
 #include "instance_lists.h"  // before any kvcompress header
 
