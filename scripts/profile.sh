@@ -5,7 +5,9 @@
 # most stall samples. Needs ncu with hardware counters (the lent H200's Firecracker runtime).
 #   scripts/profile.sh <dir holding kvc_bench> [out_dir] [case ...]
 # A case is "kernel-regex|shape|ratio|op", e.g. "compress_kernel|decode 64x2|4|compress";
-# without cases, the default list below runs.
+# without cases, the default list below runs. KVC_NCU_NAME_BASE=demangled matches the regex
+# against the demangled name with its template arguments, e.g.
+# "insert_kernel<2, 512, kvc::v0_2_0::Nvfp4Layout|decode 1024x4|2|insert" for one layout.
 set -uo pipefail
 bin=${1:?usage: profile.sh BIN_DIR [OUT_DIR] [CASE...]}
 out=${2:-${OUT:-/tmp/kvc_profile}}
@@ -31,7 +33,8 @@ for c in "${cases[@]}"; do
   name="$n-$(echo "$op-r$ratio-$shape" | tr ' x@' '___')"
   echo "== $name: $kernel ($shape, R=$ratio, $op)"
   # Skip the warm-up launches; one launch from the middle of the graph replays.
-  timeout 300 ncu --clock-control none -k "regex:$kernel" --launch-skip 10 --launch-count 1 \
+  timeout 300 ncu --clock-control none --kernel-name-base "${KVC_NCU_NAME_BASE:-function}" \
+    -k "regex:$kernel" --launch-skip 10 --launch-count 1 \
     "${sections[@]}" -o "$out/$name" -f \
     "$bin/kvc_bench" --quick --shape "$shape" --ratio "$ratio" --op "$op" >"$out/$name.run.log" 2>&1
   echo "ncu rc=$?" >>"$out/$name.run.log"
