@@ -7,7 +7,8 @@
 # A case is "kernel-regex|shape|ratio|op", e.g. "compress_kernel|decode 64x2|4|compress";
 # without cases, the default list below runs. KVC_NCU_NAME_BASE=demangled matches the regex
 # against the demangled name with its template arguments, e.g.
-# "insert_kernel<2, 512, kvc::v0_2_0::Nvfp4Layout|decode 1024x4|2|insert" for one layout.
+# "insert_kernel<.int.2, .int.512, kvc::v0_2_0::Nvfp4Layout,|decode 1024x4|2|insert" for one
+# layout (ncu writes the arguments as "(int)2"; "." stands for the parentheses).
 set -uo pipefail
 bin=${1:?usage: profile.sh BIN_DIR [OUT_DIR] [CASE...]}
 out=${2:-${OUT:-/tmp/kvc_profile}}

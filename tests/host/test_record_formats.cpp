@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -246,6 +247,61 @@ TEST_CASE("e2m1 encoder: every midpoint, its float neighbours, saturation, signs
     std::memcpy(&x, &u, 4);
     if (kvc::float_to_e2m1(x) != kvcref::e2m1_rne_satfinite(x)) FAIL("e2m1 of ", x);
   }
+}
+
+TEST_CASE("NVFP4 quotient: reciprocal and one fma correction equal IEEE division, every scale") {
+  using Codec = kvc::RecordCodec<kvc::Encoding::kE2m1E4m3>;
+  const auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  // The values e2m1 decides on (codes and midpoints) times every positive finite e4m3 scale,
+  // and 400 floats either side of each, both signs: bit-equal to x / S (host IEEE).
+  const float marks[] = {0.25f, 0.5f, 0.75f, 1.f, 1.25f, 1.5f, 1.75f, 2.f,
+                         2.5f,  3.f,  3.5f,  4.f, 5.f,   6.f,  7.f,   8.f};
+  std::mt19937_64 rng(17);
+  int64_t checked = 0;
+  for (int c = 1; c <= 0x7e; ++c) {
+    const float S = kvc::e4m3_to_float(static_cast<uint8_t>(c));
+    const Codec::Scale s{S, kvc::div_rn(1.0f, S), true, static_cast<uint8_t>(c)};
+    CHECK(s.reciprocal == 1.0f / S);
+    for (float m : marks) {
+      float x = m * S;  // exact: few significant bits
+      for (int k = 0; k < 400; ++k) x = std::nextafter(x, 0.f);
+      for (int k = 0; k < 801; ++k, x = std::nextafter(x, 1e30f)) {
+        for (float v : {x, -x}) {
+          if (bits(Codec::quotient(v, s)) != bits(v / S)) FAIL("quotient of ", v, " by ", S);
+          ++checked;
+        }
+      }
+    }
+    // Random magnitudes around the scale, 2^-40 .. 2^40 of it (quotients in the normal range).
+    std::uniform_real_distribution<float> unit(1.f, 2.f);
+    std::uniform_int_distribution<int> exponent(-40, 40);
+    for (int i = 0; i < 2000; ++i) {
+      const float v = std::ldexp(unit(rng), exponent(rng)) * S * (rng() & 1 ? 1.f : -1.f);
+      if (bits(Codec::quotient(v, s)) != bits(v / S)) FAIL("quotient of ", v, " by ", S);
+      ++checked;
+    }
+    // Signed zeros keep their sign.
+    CHECK(bits(Codec::quotient(-0.f, s)) == bits(-0.f / S));
+    CHECK(bits(Codec::quotient(0.f, s)) == 0u);
+  }
+  // A tile's values never exceed its amax, whose scale is >= min(amax / 6.4, 448): the
+  // largest quotient is the largest float over 448, which does not overflow.
+  const Codec::Scale big = Codec::scale<kvc::SoftwareConvert>(bits(std::numeric_limits<float>::max()), false);
+  CHECK(big.code == 0x7e);
+  CHECK(bits(Codec::quotient(-std::numeric_limits<float>::max(), big)) ==
+        bits(-std::numeric_limits<float>::max() / 448.f));
+  CHECK(checked > 126 * 16 * 1600);
+  // A non-finite tile divides: an infinity over the sanitized scale 448 stays infinite.
+  const Codec::Scale sanitized = Codec::scale<kvc::SoftwareConvert>(0x7f800000u, true);
+  CHECK(!sanitized.finite);
+  CHECK(sanitized.code == 0x7e);
+  CHECK(Codec::quotient(-std::numeric_limits<float>::infinity(), sanitized) ==
+        -std::numeric_limits<float>::infinity());
+  CHECK(Codec::scale<kvc::SoftwareConvert>(bits(3.0f), false).finite);
 }
 
 TEST_CASE("new byte maps: offsets, sizes, vLLM's page strides, checks with messages") {

@@ -8,6 +8,7 @@
 
 #include "../config.hpp"
 
+#include <cmath>
 #include <cstdint>
 
 #include "bit.hpp"
@@ -102,16 +103,21 @@ KVC_HOST_DEVICE float e2m1_to_float(uint8_t code) {
 
 /// float -> e2m1, round to nearest, ties to the even code, saturating to +-6 ("satfinite",
 /// +-inf included); the sign from the fp32 sign bit (-0 and negative values rounding to 0
-/// give 0x8); NaN -> 0 (e2m1 has no NaN). Each `<=` / `<` below is a midpoint between two
-/// codes, resolved toward the even one.
+/// give 0x8); NaN -> 0 (e2m1 has no NaN). The codes are evenly spaced within three ranges
+/// (step 0.5 below 2, 1 below 4, 2 from 4), so the magnitude code is the range's first code
+/// plus |x| / step rounded to an integer, ties to even: the even integer is the even code
+/// at every midpoint (0.25, 0.75, ..., 5). The rounding is one fma with 2^23 (exact
+/// |x| / step < 2^23 plus 2^23 rounds to the integer in the low mantissa bits), no branch.
 KVC_HOST_DEVICE uint8_t float_to_e2m1(float x) {
   const uint32_t u = float_bits(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0;
-  const uint8_t sign = static_cast<uint8_t>((u >> 28) & 0x8u);
-  const float a = bits_float(u & 0x7fffffffu);
-  const uint8_t m = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
-                  : a <= 2.5f  ? 4 : a < 3.5f  ? 5 : a <= 5.0f  ? 6 : 7;
-  return static_cast<uint8_t>(sign | m);
+  const uint32_t mag = u & 0x7fffffffu;
+  // min(|x|, 8): every magnitude from 7 on (inf included) saturates to code 7 below.
+  const float a = bits_float(mag < 0x41000000u ? mag : 0x41000000u);
+  const float inverse_step = a < 2.0f ? 2.0f : a < 4.0f ? 1.0f : 0.5f;
+  const uint32_t first = a < 2.0f ? 0u : a < 4.0f ? 2u : 4u;
+  const uint32_t m = first + (float_bits(fmaf(a, inverse_step, 8388608.0f)) & 0x7u);
+  const uint32_t code = (m < 7u ? m : 7u) | ((u >> 28) & 0x8u);
+  return static_cast<uint8_t>(mag > 0x7f800000u ? 0u : code);
 }
 
 /// Two e2m1 codes in one byte: `a` in the low nibble, `b` in the high one.

@@ -105,12 +105,30 @@ struct RecordCodec<Encoding::kE4m3Pow2F32> {
 /// multiply would move e2m1 ties), round to nearest even, saturating at +-6, NaN -> 0, the
 /// sign from the fp32 sign bit. A non-finite tile stores 0x7f (e4m3 NaN; its values then
 /// encode x / NaN = NaN as 0), or 0x7e (448) when sanitizing.
+///
+/// The quotient of a finite tile: q = RN(|x| * r) with r = RN(1 / S), then one correction
+/// with the exact residual |x| - q * S (an fma): RN(q + r * residual) is RN(|x| / S) for
+/// every quotient in the normal range (Markstein's theorem; S is normal or an e4m3
+/// subnormal >= 2^-9, and |x| / S <= max(6.1, amax / 448) never overflows), the sign then
+/// x's own (x / S keeps it, -0 included). Quotients below 2^-126 may round differently and
+/// encode 0 all the same. Without the division's range check and slow path the code has no
+/// branch; tests/host/test_record_formats.cpp checks it against IEEE division at every e2m1
+/// midpoint of every scale. Non-finite tiles divide (div_rn): x / 448 of an infinity.
 template <>
 struct RecordCodec<Encoding::kE2m1E4m3> {
   struct Scale {
-    float divisor;  // float(e4m3 code)
+    float divisor;     // float(e4m3 code)
+    float reciprocal;  // RN(1 / divisor)
+    bool finite;       // the tile's amax is finite
     uint8_t code;
   };
+  /// RN(x / s.divisor) (see above).
+  KVC_HOST_DEVICE static float quotient(float x, const Scale& s) {
+    if (!s.finite) return div_rn(x, s.divisor);
+    const float a = fabsf(x);
+    const float q = a * s.reciprocal;
+    return copysignf(fmaf(fmaf(-q, s.divisor, a), s.reciprocal, q), x);
+  }
   static constexpr float kMinScale = 1.0f / 512.0f;  // e4m3's smallest subnormal, 2^-9
   template <class Convert>
   KVC_HOST_DEVICE static Scale scale(uint32_t amax_bits, bool sanitize) {
@@ -121,7 +139,8 @@ struct RecordCodec<Encoding::kE2m1E4m3> {
       const float t = fminf(fmaxf(div_rn(bits_float(amax_bits), kE2m1Max), kMinScale), kE4m3Max);
       code = Convert::convert(t);
     }
-    return {e4m3_to_float(code), code};
+    const float divisor = e4m3_to_float(code);
+    return {divisor, div_rn(1.0f, divisor), amax_bits < kNonFiniteMagnitude, code};
   }
   KVC_HOST_DEVICE static void put_scale(uint8_t* dst, const Scale& s) { *dst = s.code; }
   /// N values -> N / 2 bytes, value 2i in the low nibble of byte i.
@@ -131,7 +150,7 @@ struct RecordCodec<Encoding::kE2m1E4m3> {
     Array<uint8_t, N / 2> q;
     KVC_PRAGMA_UNROLL
     for (int i = 0; i < N; i += 2)
-      q[i / 2] = Convert::e2m1x2(div_rn(y[i], s.divisor), div_rn(y[i + 1], s.divisor));
+      q[i / 2] = Convert::e2m1x2(quotient(y[i], s), quotient(y[i + 1], s));
     return q;
   }
 };
