@@ -304,7 +304,8 @@ inline kvc::CacheLayout cache_layout_of(const at::Tensor& kv_cache,
     default:
       KVC_TORCH_CHECK_TYPE(false, op, ": kv_cache dtype ", kv_cache.scalar_type(),
                        " is not supported: uint8 [pages, block_size, 584 | 528 | 288 | 656] "
-                       "(fp8_ds_mla, mxfp8, nvfp4, fp8_ds_mla_v32), bfloat16 [pages, block_size, 512] (bf16 rows) or "
+                       "(fp8_ds_mla, mxfp8, nvfp4, fp8_ds_mla_v32), bfloat16 "
+                       "[pages, block_size, 512] (bf16 rows) or "
                        "float8_e4m3fn [pages, block_size, 512] (fp8 rows with fp8_scale)");
   }
   return kvc::CacheLayout::kFp8DsMla;
