@@ -378,3 +378,33 @@ TEST_CASE("insert validation of the new formats: head dim and page checks throug
   p.record.layout = kvc::CacheLayout::kFp8DsMlaV32;
   CHECK(kvc::insert_can_implement(p).code() == kvc::StatusCode::kNotSupported);
 }
+
+TEST_CASE("e4m3 codecs: encode_words stores exactly the bytes of encode") {
+  // The kernels store e4m3 runs as little-endian 32-bit words (record_writer.cuh store_run);
+  // the bytes must be encode()'s, in order, for every value and scale.
+  std::mt19937_64 rng(23);
+  std::uniform_real_distribution<float> unit(-1.f, 1.f);
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  const auto check_codec = [&](auto codec_tag, auto make_scale) {
+    using Codec = decltype(codec_tag);
+    for (int trial = 0; trial < 4000; ++trial) {
+      kvc::Array<float, 8> y;
+      for (int i = 0; i < 8; ++i) {
+        y[i] = std::ldexp(unit(rng), exponent(rng));
+        if (rng() % 97 == 0) y[i] = std::numeric_limits<float>::quiet_NaN();
+        if (rng() % 97 == 0) y[i] = -std::numeric_limits<float>::infinity();
+      }
+      uint32_t amax = 0;
+      for (int i = 0; i < 8; ++i) amax = std::max(amax, kvc::magnitude_bits(y[i]));
+      const auto s = make_scale(amax, (trial & 1) != 0);
+      const auto bytes = Codec::template encode<kvc::SoftwareConvert>(y, s);
+      const auto words = Codec::template encode_words<kvc::SoftwareConvert>(y, s);
+      static_assert(sizeof bytes == sizeof words, "same size");
+      REQUIRE(std::memcmp(&bytes, &words, sizeof bytes) == 0);
+    }
+  };
+  using Ue8m0 = kvc::RecordCodec<kvc::Encoding::kE4m3Ue8m0>;
+  using Pow2 = kvc::RecordCodec<kvc::Encoding::kE4m3Pow2F32>;
+  check_codec(Ue8m0{}, [](uint32_t m, bool san) { return Ue8m0::scale<kvc::SoftwareConvert>(m, san); });
+  check_codec(Pow2{}, [](uint32_t m, bool san) { return Pow2::scale<kvc::SoftwareConvert>(m, san); });
+}

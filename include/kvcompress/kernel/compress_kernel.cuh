@@ -13,6 +13,8 @@
 
 #include "../config.hpp"
 
+#include <type_traits>
+
 #include "../arch/pdl.cuh"
 #include "compress_parts.cuh"
 #include "compress_small_ratio.cuh"
@@ -27,7 +29,11 @@ KVC_NAMESPACE_BEGIN
 /// kvc::compress() does this after validation, with RowThreads = 32 for calls of
 /// kWarpRowMinWindows windows or more, else the default.
 template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, int RowThreads = 0>
-__global__ void __launch_bounds__(CompressConfig<Ratio, HeadDim, In, RowThreads>::kThreads)
+__global__ void __launch_bounds__(
+    CompressConfig<Ratio, HeadDim, In, RowThreads>::kThreads,
+    std::is_same<Epilogue, LatentEpilogue>::value
+        ? 0
+        : CompressConfig<Ratio, HeadDim, In, RowThreads>::kRecordMinBlocksPerSm)
     compress_kernel(const CompressParams p, const Epilogue epilogue) {
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
   arch::wait_for_prior_grids();

@@ -72,6 +72,15 @@ struct CompressConfig {
       kSplitGroup ? largest_pow2_divisor(Ratio, 8) : kRowThreads > 32 ? kRowThreads / 32 : 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kWindowsPerBlock = kSplitGroup ? 1 : kThreads / kRowThreads;
+  // Blocks per SM the fused kernels (a record epilogue) are compiled for, 0 for no minimum
+  // (plain Op A; an explicit 1 is not the same: it changes ptxas's choices). Left to
+  // itself, ptxas gives the small-ratio fused instances more registers than they need (head
+  // dim 512, fp8_ds_mla): block rows 91-96 instead of 80 (5 blocks per SM instead of 6),
+  // warp rows 104 instead of 93 at ratio 1 (4 blocks instead of 5) and 200+ at ratio 2 (2
+  // instead of 3; every layout fits 168 without spilling in its loops). Ratio 4 would spill
+  // 88 bytes at 168 and keeps its ~200.
+  static constexpr int kRecordMinBlocksPerSm =
+      kSplitGroup ? 0 : kRowThreads > 32 ? 6 : Ratio == 1 ? 5 : Ratio == 2 ? 3 : 0;
   static constexpr int kMembersPerWarp = kSplitGroup ? Ratio / kWarps : Ratio;
   // Members whose rows are loaded together: about 64 floats of input per thread in flight.
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;

@@ -100,6 +100,28 @@ KVC_DEVICE bool record_target(const RecordArgs& r, int64_t pos, int64_t slot, in
   return true;
 }
 
+/// record_target for the tokens of a warp's lanes at once (Op B's phase 1), without a
+/// branch per lane: whether the lane's token writes a record, and its group position. Skips
+/// are counted by ballot, by the lane with `counter` set, only when `errors` is given; every
+/// lane of the warp must call it (lanes without a token pass slot -1).
+template <int Ratio>
+KVC_DEVICE bool record_target_warp(const RecordArgs& r, int64_t pos, int64_t slot, int64_t& group_pos,
+                                   ErrorCounters* errors, bool counter) {
+  const bool has_slot = slot >= 0;
+  const bool pos_ok = pos >= 0;
+  const bool closes = has_slot && pos_ok && (pos + 1) % Ratio == 0;
+  const bool in_cache = r.cache.num_pages < 0 || slot < r.cache.num_pages * r.cache.block_size;
+  group_pos = (pos / Ratio) * Ratio;
+  const bool in_table = group_pos < r.cos_sin_rows;
+  if (errors != nullptr) {  // uniform
+    const unsigned pos_bad = __ballot_sync(0xffffffffu, (has_slot && !pos_ok) || (closes && in_cache && !in_table));
+    const unsigned cache_bad = __ballot_sync(0xffffffffu, closes && !in_cache);
+    if (counter && pos_bad != 0u) atomicAdd(&errors->position_out_of_range, __popc(pos_bad));
+    if (counter && cache_bad != 0u) atomicAdd(&errors->cache_slot_out_of_range, __popc(cache_bad));
+  }
+  return closes && in_cache && in_table;
+}
+
 /// The angles of a record's group position, for thread `lane` of the threads holding rows
 /// as Row.
 template <class Layout, class Row>
@@ -156,15 +178,13 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
 
   // 1. One token per lane: slot and position together, then the writers of the window
   // (the same in every warp of the row group).
-  int64_t slot = -1, group_pos = 0;
-  bool writes = false;
+  int64_t slot = -1, pos = 0, group_pos = 0;
   if (lane < window && w0 + lane < p.num_tokens) {
     slot = p.record.cache_slot.load(w0 + lane);
-    const int64_t pos = p.positions.load(w0 + lane);
-    // The first warp of the row group counts skipped tokens (every warp sees the same ones).
-    writes = detail::record_target<Ratio>(p.record, pos, slot, group_pos,
-                                          thread < 32 ? p.errors : nullptr);
+    pos = p.positions.load(w0 + lane);
   }
+  // The row group's first thread counts skipped tokens (every warp sees the same ones).
+  const bool writes = detail::record_target_warp<Ratio>(p.record, pos, slot, group_pos, p.errors, thread == 0);
   unsigned writers = __ballot_sync(kAll, writes);
   if (writers == 0u) return;  // uniform over the record's threads
 
@@ -180,7 +200,6 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
     mask &= mask - 1u;
     Fetched f;
     f.slot = __shfl_sync(kAll, slot, src);
-    f.angles = detail::record_angles<Layout, Row>(p.record, thread, __shfl_sync(kAll, group_pos, src));
     f.row.lane = thread;
     f.row.sanitize = p.record.sanitize;
     const uint16_t* src_row = latent + (w0 + src) * p.latent_stride_elems;
@@ -190,6 +209,8 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) f.row.bits[v * E + e] = vec[e];
     }
+    // After the row's loads (the angles' uniform branches would otherwise hold them back).
+    f.angles = detail::record_angles<Layout, Row>(p.record, thread, __shfl_sync(kAll, group_pos, src));
     return f;
   };
   Fetched current = fetch(writers);

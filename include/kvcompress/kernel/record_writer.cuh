@@ -57,8 +57,16 @@ KVC_DEVICE uint32_t max_magnitude(const Array<float, N>& y) {
 template <class Seg, class Row, class Scale>
 KVC_DEVICE void store_run(uint8_t* values, const Array<float, Row::kVecElems>& y, int c0, const Scale& s) {
   constexpr Encoding kEnc = Seg::kEncoding;
-  const auto q = RecordCodec<kEnc>::template encode<typename Row::Convert>(y, s);
-  Row::store_bytes(values + Seg::kValueOffset + (c0 - Seg::kBegin) * value_half_bytes(kEnc) / 2, q);
+  uint8_t* dst = values + Seg::kValueOffset + (c0 - Seg::kBegin) * value_half_bytes(kEnc) / 2;
+  if constexpr ((kEnc == Encoding::kE4m3Ue8m0 || kEnc == Encoding::kE4m3Pow2F32) &&
+                Row::kVecElems % 4 == 0) {
+    // Whole words (4-byte aligned: records are 16-aligned, runs start at multiples of E).
+    const auto w = RecordCodec<kEnc>::template encode_words<typename Row::Convert>(y, s);
+    Row::store_bytes(reinterpret_cast<uint32_t*>(dst), w);
+  } else {
+    const auto q = RecordCodec<kEnc>::template encode<typename Row::Convert>(y, s);
+    Row::store_bytes(dst, q);
+  }
 }
 
 template <class Layout, class Seg, class Row>

@@ -72,16 +72,6 @@ struct RowFragment {
   }
 };
 
-namespace detail {
-
-KVC_DEVICE float load_table(const void* table, DType dtype, int64_t index) {
-  return dtype == DType::kFloat32
-             ? __ldg(static_cast<const float*>(table) + index)
-             : bf16_to_float(__ldg(static_cast<const unsigned short*>(table) + index));
-}
-
-}  // namespace detail
-
 /// The cos/sin values one thread needs for its RoPE channels of a Row (entries of NoPE
 /// channels are unused). Loaded before the row itself, so both travel in the same memory
 /// round trip.
@@ -114,13 +104,76 @@ KVC_DEVICE RopeAngles<Row> rope_angles(int lane, RopeStyle style, const Table& t
   return a;
 }
 
-/// rope_angles from the cos/sin table in global memory, row `position`.
+namespace detail {
+
+KVC_DEVICE float table_value(const float* row, int k) { return __ldg(row + k); }
+KVC_DEVICE float table_value(const unsigned short* row, int k) { return bf16_to_float(__ldg(row + k)); }
+
+/// The angles of a thread's RoPE channels from one cos/sin row of element type T, for one
+/// style. A run of E channels starting at an E-aligned rope dim j0 has the frequencies
+/// f0 + e / 2 (GPT-J) or f0 + e (NeoX, whose runs stay inside one half), so each run costs
+/// one address and loads at constant offsets from it — each GPT-J frequency once.
+template <RopeStyle Style, int RopeDim, class Row, typename T>
+KVC_DEVICE void load_angles_from(RopeAngles<Row>& a, const T* row, int lane) {
+  constexpr int E = Row::kVecElems;
+  constexpr int kNope = Row::kHeadDim - RopeDim;
+  constexpr int kHalf = RopeDim / 2;
+  using Rope = Rotary<Style, RopeDim>;
+  static_assert(kNope % E == 0 && E % 2 == 0, "runs must not straddle the rope boundary");
+  constexpr bool kAffine = Style == RopeStyle::kGptJ || kHalf % E == 0;
+  KVC_PRAGMA_UNROLL
+  for (int v = 0; v < Row::kVecs; ++v) {
+    if ((v + 1) * Row::kThreads * E <= kNope) continue;  // no rope channel in this run at all
+    const int c0 = Row::run_start(lane, v);
+    if (c0 < kNope) continue;
+    const int j0 = c0 - kNope;
+    if constexpr (kAffine) {
+      const T* p = row + Rope::frequency(j0);
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < E; e += Style == RopeStyle::kGptJ ? 2 : 1) {
+        const int df = Style == RopeStyle::kGptJ ? e / 2 : e;
+        const float c = table_value(p, df), s = table_value(p, kHalf + df);
+        a.cos[v * E + e] = c;
+        a.sin[v * E + e] = s;
+        if constexpr (Style == RopeStyle::kGptJ) {
+          a.cos[v * E + e + 1] = c;
+          a.sin[v * E + e + 1] = s;
+        }
+      }
+    } else {
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < E; ++e) {
+        a.cos[v * E + e] = table_value(row, Rope::frequency(j0 + e));
+        a.sin[v * E + e] = table_value(row, kHalf + Rope::frequency(j0 + e));
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+/// The angles a thread needs from the cos/sin table in global memory, row `position`
+/// (what rope_angles reads, with the table's type and the style resolved once: uniform
+/// branches, one 64-bit row address, constant offsets).
 template <int RopeDim, class Row>
 KVC_DEVICE RopeAngles<Row> load_rope_angles(int lane, RopeStyle style, const void* cos_sin,
                                             DType dtype, int64_t cos_sin_stride_elems, int64_t position) {
+  RopeAngles<Row> a;
   const int64_t base = position * cos_sin_stride_elems;
-  return rope_angles<RopeDim, Row>(
-      lane, style, [&](int k) { return detail::load_table(cos_sin, dtype, base + k); });
+  if (dtype == DType::kFloat32) {
+    const float* row = static_cast<const float*>(cos_sin) + base;
+    if (style == RopeStyle::kGptJ)
+      detail::load_angles_from<RopeStyle::kGptJ, RopeDim, Row>(a, row, lane);
+    else
+      detail::load_angles_from<RopeStyle::kNeoX, RopeDim, Row>(a, row, lane);
+  } else {
+    const unsigned short* row = static_cast<const unsigned short*>(cos_sin) + base;
+    if (style == RopeStyle::kGptJ)
+      detail::load_angles_from<RopeStyle::kGptJ, RopeDim, Row>(a, row, lane);
+    else
+      detail::load_angles_from<RopeStyle::kNeoX, RopeDim, Row>(a, row, lane);
+  }
+  return a;
 }
 
 /// Rotates the last RopeDim channels of a row fragment with preloaded angles, in fp32 from
