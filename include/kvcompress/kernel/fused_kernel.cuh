@@ -33,7 +33,9 @@ struct RecordEpilogue {
     pending.slot = record.cache_slot.load(t);
     const int64_t rope_pos = (pos / Ratio) * Ratio;  // pos >= 0: Op A skipped negative ones
     pending.angles = {};
-    if (rope_pos >= 0 && rope_pos < record.cos_sin_rows) pending.angles = detail::record_angles<Layout, Row>(record, lane, rope_pos);
+    if (rope_pos >= 0 && rope_pos < record.cos_sin_rows)
+      pending.angles = load_rope_angles_flat<Layout::kRopeDim, Row>(
+          lane, record.rope_style, record.cos_sin, record.cos_sin_dtype, record.cos_sin_stride_elems, rope_pos);
     return pending;
   }
 

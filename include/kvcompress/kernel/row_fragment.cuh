@@ -108,6 +108,12 @@ namespace detail {
 
 KVC_DEVICE float table_value(const float* row, int k) { return __ldg(row + k); }
 KVC_DEVICE float table_value(const unsigned short* row, int k) { return bf16_to_float(__ldg(row + k)); }
+/// Element `index` of a table of either type, both loads predicated (no branch).
+KVC_DEVICE float table_value(const void* table, DType dtype, int64_t index) {
+  return dtype == DType::kFloat32
+             ? __ldg(static_cast<const float*>(table) + index)
+             : bf16_to_float(__ldg(static_cast<const unsigned short*>(table) + index));
+}
 
 /// The angles of a thread's RoPE channels from one cos/sin row of element type T, for one
 /// style. A run of E channels starting at an E-aligned rope dim j0 has the frequencies
@@ -174,6 +180,21 @@ KVC_DEVICE RopeAngles<Row> load_rope_angles(int lane, RopeStyle style, const voi
       detail::load_angles_from<RopeStyle::kNeoX, RopeDim, Row>(a, row, lane);
   }
   return a;
+}
+
+/// load_rope_angles without branches: every value's address computed on its own and both
+/// table types' loads issued, predicated (rope_angles through table_value). More
+/// instructions, but straight-line code the compiler can interleave with other loads: the
+/// fused kernels, which load the angles while a group's rows are in flight, are faster
+/// with it (bench/NOTES.md 23); Op B, which loads them right after its row, is faster with
+/// load_rope_angles.
+template <int RopeDim, class Row>
+KVC_DEVICE RopeAngles<Row> load_rope_angles_flat(int lane, RopeStyle style, const void* cos_sin,
+                                                 DType dtype, int64_t cos_sin_stride_elems,
+                                                 int64_t position) {
+  const int64_t base = position * cos_sin_stride_elems;
+  return rope_angles<RopeDim, Row>(
+      lane, style, [&](int k) { return detail::table_value(cos_sin, dtype, base + k); });
 }
 
 /// Rotates the last RopeDim channels of a row fragment with preloaded angles, in fp32 from
