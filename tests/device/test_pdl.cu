@@ -97,10 +97,12 @@ void negative_control(DeviceArray<float>& input, const std::vector<float>& stale
   uint32_t stale_bits;
   std::memcpy(&stale_bits, &stale[0], 4);
   const bool early = seen.download()[0] == stale_bits;
-  // The driver may start a PDL kernel early, it need not: seen on the lent H200 (gVisor,
-  // driver 580), the control kernel never ran before the producer ended, although PDL
-  // shortened back-to-back launches. Then the checks below cannot catch an early access
-  // in this run, and the test says so; where PDL does start early they can.
+  // The driver may start a PDL kernel early, it need not: on the lent H200 (driver 580)
+  // the control ran early in one of the two ratios' setups and not in the other in each
+  // run of 2026-12-04 (a probe there, a producer spinning 50 us, saw the dependent enter
+  // 0.5 us after the producer's start in a graph, 12-20 us in a stream, and only after the
+  // producer's end when the producer was a single block). Where it did not, the checks below
+  // cannot catch an early access in this run, and the test says so.
   if (early)
     MESSAGE("PDL control: the dependent started early; the early-read checks are live");
   else

@@ -70,7 +70,8 @@ struct RecordCodec<Encoding::kE4m3Ue8m0> {
   /// encode() as little-endian 32-bit words (value 4w + k in byte k of word w): the same
   /// bytes in memory, built from two e4m3 pairs per word instead of byte by byte.
   template <class Convert, int N>
-  KVC_HOST_DEVICE static Array<uint32_t, N / 4> encode_words(const Array<float, N>& y, const Scale& s) {
+  KVC_HOST_DEVICE static Array<uint32_t, N / 4> encode_words(const Array<float, N>& y,
+                                                              const Scale& s) {
     static_assert(N % 4 == 0, "whole 32-bit words");
     Array<uint32_t, N / 4> w;
     KVC_PRAGMA_UNROLL
@@ -113,7 +114,8 @@ struct RecordCodec<Encoding::kE4m3Pow2F32> {
         y, RecordCodec<Encoding::kE4m3Ue8m0>::Scale{s.multiplier, 0});
   }
   template <class Convert, int N>
-  KVC_HOST_DEVICE static Array<uint32_t, N / 4> encode_words(const Array<float, N>& y, const Scale& s) {
+  KVC_HOST_DEVICE static Array<uint32_t, N / 4> encode_words(const Array<float, N>& y,
+                                                              const Scale& s) {
     return RecordCodec<Encoding::kE4m3Ue8m0>::encode_words<Convert>(
         y, RecordCodec<Encoding::kE4m3Ue8m0>::Scale{s.multiplier, 0});
   }

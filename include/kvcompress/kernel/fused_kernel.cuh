@@ -35,7 +35,8 @@ struct RecordEpilogue {
     pending.angles = {};
     if (rope_pos >= 0 && rope_pos < record.cos_sin_rows)
       pending.angles = load_rope_angles_flat<Layout::kRopeDim, Row>(
-          lane, record.rope_style, record.cos_sin, record.cos_sin_dtype, record.cos_sin_stride_elems, rope_pos);
+          lane, record.rope_style, record.cos_sin, record.cos_sin_dtype,
+          record.cos_sin_stride_elems, rope_pos);
     return pending;
   }
 

@@ -105,8 +105,8 @@ KVC_DEVICE bool record_target(const RecordArgs& r, int64_t pos, int64_t slot, in
 /// are counted by ballot, by the lane with `counter` set, only when `errors` is given; every
 /// lane of the warp must call it (lanes without a token pass slot -1).
 template <int Ratio>
-KVC_DEVICE bool record_target_warp(const RecordArgs& r, int64_t pos, int64_t slot, int64_t& group_pos,
-                                   ErrorCounters* errors, bool counter) {
+KVC_DEVICE bool record_target_warp(const RecordArgs& r, int64_t pos, int64_t slot,
+                                   int64_t& group_pos, ErrorCounters* errors, bool counter) {
   const bool has_slot = slot >= 0;
   const bool pos_ok = pos >= 0;
   const bool closes = has_slot && pos_ok && (pos + 1) % Ratio == 0;
@@ -114,7 +114,8 @@ KVC_DEVICE bool record_target_warp(const RecordArgs& r, int64_t pos, int64_t slo
   group_pos = (pos / Ratio) * Ratio;
   const bool in_table = group_pos < r.cos_sin_rows;
   if (errors != nullptr) {  // uniform
-    const unsigned pos_bad = __ballot_sync(0xffffffffu, (has_slot && !pos_ok) || (closes && in_cache && !in_table));
+    const unsigned pos_bad =
+        __ballot_sync(0xffffffffu, (has_slot && !pos_ok) || (closes && in_cache && !in_table));
     const unsigned cache_bad = __ballot_sync(0xffffffffu, closes && !in_cache);
     if (counter && pos_bad != 0u) atomicAdd(&errors->position_out_of_range, __popc(pos_bad));
     if (counter && cache_bad != 0u) atomicAdd(&errors->cache_slot_out_of_range, __popc(cache_bad));
@@ -184,7 +185,8 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
     pos = p.positions.load(w0 + lane);
   }
   // The row group's first thread counts skipped tokens (every warp sees the same ones).
-  const bool writes = detail::record_target_warp<Ratio>(p.record, pos, slot, group_pos, p.errors, thread == 0);
+  const bool writes =
+      detail::record_target_warp<Ratio>(p.record, pos, slot, group_pos, p.errors, thread == 0);
   unsigned writers = __ballot_sync(kAll, writes);
   if (writers == 0u) return;  // uniform over the record's threads
 
@@ -210,7 +212,8 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
       for (int e = 0; e < E; ++e) f.row.bits[v * E + e] = vec[e];
     }
     // After the row's loads (the angles' uniform branches would otherwise hold them back).
-    f.angles = detail::record_angles<Layout, Row>(p.record, thread, __shfl_sync(kAll, group_pos, src));
+    f.angles =
+        detail::record_angles<Layout, Row>(p.record, thread, __shfl_sync(kAll, group_pos, src));
     return f;
   };
   Fetched current = fetch(writers);

@@ -73,8 +73,8 @@ struct RowFragment {
 };
 
 /// The cos/sin values one thread needs for its RoPE channels of a Row (entries of NoPE
-/// channels are unused). Loaded before the row itself, so both travel in the same memory
-/// round trip.
+/// channels are unused). Loaded together with the row itself, so both travel in the same
+/// memory round trip.
 template <class Row>
 struct RopeAngles {
   Array<float, Row::kChannels> cos, sin;
@@ -107,7 +107,9 @@ KVC_DEVICE RopeAngles<Row> rope_angles(int lane, RopeStyle style, const Table& t
 namespace detail {
 
 KVC_DEVICE float table_value(const float* row, int k) { return __ldg(row + k); }
-KVC_DEVICE float table_value(const unsigned short* row, int k) { return bf16_to_float(__ldg(row + k)); }
+KVC_DEVICE float table_value(const unsigned short* row, int k) {
+  return bf16_to_float(__ldg(row + k));
+}
 /// Element `index` of a table of either type, both loads predicated (no branch).
 KVC_DEVICE float table_value(const void* table, DType dtype, int64_t index) {
   return dtype == DType::kFloat32
