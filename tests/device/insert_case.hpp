@@ -172,8 +172,10 @@ inline int layout_head_dim(kvc::CacheLayout layout, int head_dim) {
 }
 
 /// Op B through kvc::insert, or for head dim 576 (not in the default head-dim list) through
-/// the instance template of V3.2's layout at ratios 1, 2 and 4.
-inline kvc::Status insert_any(const kvc::InsertParams& p, cudaStream_t stream) {
+/// the instance template of V3.2's layout at ratios 1, 2 and 4. A template, so that a test
+/// file that does not call it does not compile kvc::insert's instances (test_instances.hpp).
+template <class Unused = void>
+kvc::Status insert_any(const kvc::InsertParams& p, cudaStream_t stream) {
   if (p.head_dim != 576) return kvc::insert(p, stream);
   switch (p.ratio) {
     case 1: return kvc::launch_insert<1, 576, kvc::Fp8DsMlaV32Layout>(p, stream);

@@ -27,8 +27,17 @@
 
 #include "compress_case.hpp"
 #include "insert_case.hpp"
+#include "test_instances.hpp"
 
 namespace {
+
+// The ratios and layouts run_shape() uses, compiled as explicit instances (test_instances.hpp)
+// instead of every instance of the default lists.
+using Ops = kvctest::Instances<
+    kvctest::Layouts<kvctest::LayoutIs<kvc::CacheLayout::kFp8DsMla, kvc::Fp8DsMlaLayout>,
+                     kvctest::LayoutIs<kvc::CacheLayout::kBf16Rows, kvc::Bf16RowsLayout<512, 64>>,
+                     kvctest::LayoutIs<kvc::CacheLayout::kFp8Rows, kvc::Fp8RowsLayout<512, 64>>>,
+    1, 2, 4, 16, 128>;
 
 using kvctest::Batch;
 using kvctest::BatchShape;
@@ -335,7 +344,7 @@ void run_ops(const Case& c, const Batch& b, Records& rec, bool injected, std::mt
   Counters count_a(c.base);
   kvc::CompressParams pa = compress_params(dev);
   pa.errors = count_a.ptr();
-  KVC_CHECK_STATUS(kvc::compress(pa, nullptr));
+  KVC_CHECK_STATUS(Ops::compress(pa, nullptr));
   kvctest::sync();
   kvctest::check_compress(b, want_a, dev, dev.latent_init, what + ", Op A");
   check_counts(count_a.get(), want_a.errors, c.base, what + ", Op A");
@@ -347,7 +356,7 @@ void run_ops(const Case& c, const Batch& b, Records& rec, bool injected, std::mt
     again.latent.upload(again.latent_init);
     kvc::CompressParams p = compress_params(again);
     p.errors = nullptr;
-    KVC_CHECK_STATUS(kvc::compress(p, nullptr));
+    KVC_CHECK_STATUS(Ops::compress(p, nullptr));
     kvctest::sync();
     CHECK_MESSAGE(again.latent.download() == latent, what, ", Op A without counters: other latent bytes");
     if (b.ratio > 1) CHECK_MESSAGE(same_floats(again.ring_values(), ring), what, ", Op A without counters: other ring bytes");
@@ -369,8 +378,8 @@ void run_ops(const Case& c, const Batch& b, Records& rec, bool injected, std::mt
   };
   DeviceArray<uint8_t> cache_b(rec.cache_init), cache_b0(rec.cache_init);
   Counters count_b(c.base);
-  KVC_CHECK_STATUS(kvc::insert(insert_params(cache_b.ptr(), count_b.ptr()), nullptr));
-  KVC_CHECK_STATUS(kvc::insert(insert_params(cache_b0.ptr(), nullptr), nullptr));
+  KVC_CHECK_STATUS(Ops::insert(insert_params(cache_b.ptr(), count_b.ptr()), nullptr));
+  KVC_CHECK_STATUS(Ops::insert(insert_params(cache_b0.ptr(), nullptr), nullptr));
   kvctest::sync();
   const std::vector<uint8_t> bytes_b = cache_b.download();
   kvctest::check_cache(bytes_b, want_b, true, (what + ", Op B").c_str());
@@ -391,7 +400,7 @@ void run_ops(const Case& c, const Batch& b, Records& rec, bool injected, std::mt
     if (!c.fused_latent) pf.compress.latent = nullptr;
     pf.compress.errors = counted ? count_f.ptr() : nullptr;
     pf.record = rec.args(c, cache_f.ptr());
-    KVC_CHECK_STATUS(kvc::fused(pf, nullptr));
+    KVC_CHECK_STATUS(Ops::fused(pf, nullptr));
     kvctest::sync();
     const std::string name = what + (counted ? ", fused" : ", fused without counters");
     if (counted) {

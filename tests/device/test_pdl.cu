@@ -15,8 +15,14 @@
 
 #include "compress_case.hpp"
 #include "insert_case.hpp"
+#include "test_instances.hpp"
 
 namespace {
+
+// The ratios run_pdl_cases() is called with, fp8_ds_mla, as explicit instances
+// (test_instances.hpp) instead of every instance of the default lists.
+using Ops = kvctest::Instances<
+    kvctest::Layouts<kvctest::LayoutIs<kvc::CacheLayout::kFp8DsMla, kvc::Fp8DsMlaLayout>>, 4, 128>;
 
 using kvctest::Batch;
 using kvctest::DeviceArray;
@@ -173,8 +179,8 @@ struct Setup {
     latent_init = ref.latent_init;
     DeviceArray<uint8_t> cache(cache_init);
     const kvc::CompressParams pa = ref.params(b);
-    KVC_CHECK_STATUS(kvc::compress(pa, nullptr));
-    KVC_CHECK_STATUS(kvc::insert(insert_params(pa, cache.ptr()), nullptr));
+    KVC_CHECK_STATUS(Ops::compress(pa, nullptr));
+    KVC_CHECK_STATUS(Ops::insert(insert_params(pa, cache.ptr()), nullptr));
     kvctest::sync();
     latent_ref = ref.latent.download();
     ring_ref = ref.ring_values();
@@ -236,7 +242,7 @@ void run_pdl_cases(int ratio, uint64_t seed, bool has_pdl) {
     a.publish[a.publishes++] = region(real.kv32, dev->kv32);
     a.publish[a.publishes++] = region(real.ring32, dev->ring32);
     launch_producer(a, stream);
-    KVC_CHECK_STATUS(kvc::compress(dev->params(b), stream, pdl));
+    KVC_CHECK_STATUS(Ops::compress(dev->params(b), stream, pdl));
     KVC_CHECK_CUDA(cudaStreamSynchronize(stream));
     CHECK_MESSAGE(latent_seen.download() == su.latent_init, "Op A wrote the latent before the wait");
     CHECK_MESSAGE(ring_seen.download() == stale_ring, "Op A wrote the ring before the wait");
@@ -253,7 +259,7 @@ void run_pdl_cases(int ratio, uint64_t seed, bool has_pdl) {
     a.snapshot[a.snapshots++] = region(cache, cache_seen);
     a.publish[a.publishes++] = region(latent_real, dev->latent);
     launch_producer(a, stream);
-    KVC_CHECK_STATUS(kvc::insert(su.insert_params(dev->params(b), cache.ptr()), stream, pdl));
+    KVC_CHECK_STATUS(Ops::insert(su.insert_params(dev->params(b), cache.ptr()), stream, pdl));
     KVC_CHECK_CUDA(cudaStreamSynchronize(stream));
     CHECK_MESSAGE(cache_seen.download() == su.cache_init, "Op B wrote the cache before the wait");
     CHECK_MESSAGE(cache.download() == su.cache_ref, "Op B read the latent before the wait");
@@ -273,7 +279,7 @@ void run_pdl_cases(int ratio, uint64_t seed, bool has_pdl) {
     kvc::FusedParams pf;
     pf.compress = dev->params(b);
     pf.record = su.record(cache.ptr());
-    KVC_CHECK_STATUS(kvc::fused(pf, stream, pdl));
+    KVC_CHECK_STATUS(Ops::fused(pf, stream, pdl));
     KVC_CHECK_CUDA(cudaStreamSynchronize(stream));
     CHECK_MESSAGE(cache_seen.download() == su.cache_init, "the fused op wrote the cache before the wait");
     CHECK_MESSAGE(ring_seen.download() == stale_ring, "the fused op wrote the ring before the wait");
@@ -294,8 +300,8 @@ void run_pdl_cases(int ratio, uint64_t seed, bool has_pdl) {
     cudaGraphExec_t exec;
     KVC_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     launch_producer(a, stream);
-    KVC_CHECK_STATUS(kvc::compress(pa, stream, pdl));
-    KVC_CHECK_STATUS(kvc::insert(su.insert_params(pa, cache.ptr()), stream, pdl));
+    KVC_CHECK_STATUS(Ops::compress(pa, stream, pdl));
+    KVC_CHECK_STATUS(Ops::insert(su.insert_params(pa, cache.ptr()), stream, pdl));
     KVC_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
     KVC_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
     KVC_CHECK_CUDA(cudaGraphLaunch(exec, stream));
