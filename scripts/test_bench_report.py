@@ -5,10 +5,12 @@
     python3 scripts/test_bench_report.py        or        python3 -m pytest scripts
 
 - kvc_nvbench's JSON: scripts/testdata/nvbench_small.json, a hand-made file in nvbench's
-  JSON format (file version 1.0.0, the layout of nvbench's json_printer: benchmarks[].states[]
-  with axis_values and summaries, numbers as strings) holding kvc_nvbench's benchmarks and
-  summaries, with skipped states, a state without the kvc/ per-launch summaries (the time is
-  then nv/batch/time/gpu/mean / kvc/launches) and rows without a stream time;
+  JSON format (file version 1.0.0, as nvbench's json_printer writes it and the cuda-bench
+  wheel's nvbench_compare.py reads it: benchmarks[].states[] with axis_values and summaries
+  [{tag, name, ..., data: [{name, type, value}]}], numbers as strings) holding kvc_nvbench's
+  benchmarks and summaries, with skipped states, a state without the kvc/ per-launch
+  summaries (the time is then nv/batch/time/gpu/mean / kvc/launches) and rows without a
+  stream time;
 - kvc_bench's bench.json: a small file written by the test.
 """
 import json
