@@ -124,11 +124,13 @@ inline RopeTable rope_table(int64_t rows, bool bf16) {
 
 /// Consecutive positions for `requests` chunks of random length starting at random
 /// (odd and even) positions; returns positions of T tokens.
-inline std::vector<int64_t> random_positions(std::mt19937_64& rng, int64_t tokens, int64_t max_start) {
+inline std::vector<int64_t> random_positions(std::mt19937_64& rng, int64_t tokens, int64_t max_start,
+                                             int max_chunk = 300) {
   std::vector<int64_t> pos(static_cast<size_t>(tokens));
   int64_t t = 0;
   while (t < tokens) {
-    const int64_t len = std::min<int64_t>(tokens - t, 1 + static_cast<int64_t>(rng() % 300));
+    const int64_t len =
+        std::min<int64_t>(tokens - t, 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(max_chunk)));
     const int64_t start = static_cast<int64_t>(rng() % static_cast<uint64_t>(max_start));
     for (int64_t i = 0; i < len; ++i) pos[static_cast<size_t>(t + i)] = start + i;
     t += len;

@@ -12,6 +12,11 @@
 //  2. per record: the latent row and the angles of its group position in one round trip,
 //     the next record's loads issued before the current record is rotated, quantized and
 //     stored (vector stores straight from registers).
+// Decode-sized windows (a block per record, at most kSpeculativeRows tokens: ratios 1 and
+// 2) load every latent row of the window in step 1, next to the indices, before anyone
+// knows which token writes (at most one row more than needed), then the angles of each
+// writer as soon as the positions are in, and store the NoPE segments before rotating: the
+// NoPE channels' chain is then one round trip and a store, the RoPE channels' two.
 // The window is a launch argument: R tokens for small calls (decode: one record per row
 // group, the work spread over many blocks), growing to 32 for large calls while the call
 // still fills the GPU, so a row group keeps several records in flight.
@@ -56,6 +61,9 @@ struct InsertConfig {
   // Tokens per window: at least one record's worth (R, capped at a lane each), at most 32.
   static constexpr int kSmallWindow = Ratio < 32 ? Ratio : 32;
   static constexpr int kLargeWindow = 32;
+  /// Windows of at most this many tokens load their latent rows with the indices (0: never):
+  /// block records at ratios 1 and 2, where a window holds one record and one spare row.
+  static constexpr int kSpeculativeRows = kRowThreads > 32 && kSmallWindow <= 2 ? kSmallWindow : 0;
   // Below this many blocks a larger window would leave warps idle (about eight 4-warp blocks
   // per SM of a 132-SM GPU).
   static constexpr int64_t kMinBlocks = 1024;
@@ -144,12 +152,21 @@ KVC_DEVICE void split_slot(const CacheParams& c, int64_t slot, int64_t& page, in
 }
 
 /// Rope + record store of one row held by the row's threads (all of them call it).
-template <class Layout, class Row>
+/// NopeFirst: the segments of NoPE channels only are stored before the rotation, so they
+/// need not wait for angles still in flight (the bytes are the same either way).
+template <class Layout, bool NopeFirst = false, class Row>
 KVC_DEVICE void write_record(const RecordArgs& r, Row& row, int64_t slot, const RopeAngles<Row>& angles) {
-  apply_rope<Layout::kRopeDim>(row, r.rope_style, angles);
   int64_t page, record;
-  split_slot(r.cache, slot, page, record);
-  store_record<Layout>(r.cache, page, record, row);
+  if constexpr (NopeFirst) {
+    split_slot(r.cache, slot, page, record);
+    store_record<Layout, RecordPart::kNopeSegments>(r.cache, page, record, row);
+    apply_rope<Layout::kRopeDim>(row, r.rope_style, angles);
+    store_record<Layout, RecordPart::kOtherSegments>(r.cache, page, record, row);
+  } else {
+    apply_rope<Layout::kRopeDim>(row, r.rope_style, angles);
+    split_slot(r.cache, slot, page, record);
+    store_record<Layout>(r.cache, page, record, row);
+  }
 }
 
 }  // namespace detail
@@ -184,6 +201,61 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
     slot = p.record.cache_slot.load(w0 + lane);
     pos = p.positions.load(w0 + lane);
   }
+  const uint16_t* latent = reinterpret_cast<const uint16_t*>(p.latent);
+  const auto load_row = [&](int src) {
+    Row row;
+    row.lane = thread;
+    row.sanitize = p.record.sanitize;
+    const uint16_t* src_row = latent + (w0 + src) * p.latent_stride_elems;
+    KVC_PRAGMA_UNROLL
+    for (int v = 0; v < Row::kVecs; ++v) {
+      const Array<uint16_t, E> vec = arch::load_readonly<E>(src_row + Row::run_start(thread, v));
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < E; ++e) row.bits[v * E + e] = vec[e];
+    }
+    return row;
+  };
+  const auto angles_of = [&](int src) {
+    return detail::record_angles<Layout, Row>(p.record, thread, __shfl_sync(kAll, group_pos, src));
+  };
+
+  if constexpr (Cfg::kSpeculativeRows > 0) {
+    if (window <= Cfg::kSpeculativeRows) {  // uniform: a launch argument
+      constexpr int S = Cfg::kSpeculativeRows;
+      // The window's rows before the decisions (issued right after the index loads above).
+      // Past the call's last token: that token's row again (only a writer's row is used).
+      Row rows[S];
+      KVC_PRAGMA_UNROLL
+      for (int j = 0; j < S; ++j) rows[j] = load_row(w0 + j < p.num_tokens ? j : static_cast<int>(p.num_tokens - 1 - w0));
+      const bool writes =
+          detail::record_target_warp<Ratio>(p.record, pos, slot, group_pos, p.errors, thread == 0);
+      const unsigned writers = __ballot_sync(kAll, writes);
+      if (writers == 0u) return;  // uniform over the record's threads
+      RopeAngles<Row> angles[S];
+      KVC_PRAGMA_UNROLL
+      for (int j = 0; j < S; ++j)
+        if (writers >> j & 1u) angles[j] = angles_of(j);
+      // One copy of the record code: the writer's row and angles by element-wise selects.
+#pragma unroll 1
+      for (unsigned mask = writers; mask != 0u; mask &= mask - 1u) {
+        const int j = __ffs(mask) - 1;
+        Row row = rows[0];
+        RopeAngles<Row> a = angles[0];
+        KVC_PRAGMA_UNROLL
+        for (int k = 1; k < S; ++k) {
+          KVC_PRAGMA_UNROLL
+          for (int c = 0; c < Row::kChannels; ++c) {
+            row.bits[c] = j == k ? rows[k].bits[c] : row.bits[c];
+            a.cos[c] = j == k ? angles[k].cos[c] : a.cos[c];
+            a.sin[c] = j == k ? angles[k].sin[c] : a.sin[c];
+          }
+        }
+        detail::write_record<Layout, true>(p.record, row, __shfl_sync(kAll, slot, j), a);
+      }
+      return;
+    }
+  }
+
   // The row group's first thread counts skipped tokens (every warp sees the same ones).
   const bool writes =
       detail::record_target_warp<Ratio>(p.record, pos, slot, group_pos, p.errors, thread == 0);
@@ -196,7 +268,6 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
     RopeAngles<Row> angles;
     int64_t slot;
   };
-  const uint16_t* latent = reinterpret_cast<const uint16_t*>(p.latent);
   const auto fetch = [&](unsigned& mask) {
     const int src = __ffs(mask) - 1;
     mask &= mask - 1u;

@@ -144,27 +144,50 @@ KVC_DEVICE void store_segment(const CacheParams& c, uint8_t* values, uint8_t* sc
   }
 }
 
-template <class Layout, class Row, class... Segs>
+}  // namespace detail
+
+/// The segments store_record writes: all of them, or the two halves of a store split around
+/// the rotation — the segments of NoPE channels only (written from the row before its RoPE
+/// channels are rotated, so they need not wait for the angles), then the others.
+enum class RecordPart { kAll, kNopeSegments, kOtherSegments };
+
+namespace detail {
+
+template <class Layout, class Seg>
+KVC_HOST_DEVICE constexpr bool in_part(RecordPart part) {
+  return part == RecordPart::kAll || ((Seg::kEnd <= Layout::kNopeDim) == (part == RecordPart::kNopeSegments));
+}
+
+template <class Layout, RecordPart Part, class Row, class... Segs>
 KVC_DEVICE void store_segments(SegmentList<Segs...>, const CacheParams& c, uint8_t* values,
                                uint8_t* scales, const Row& frag) {
-  (store_segment<Layout, Segs>(c, values, scales, frag), ...);
+  if constexpr (Part == RecordPart::kAll)
+    (store_segment<Layout, Segs>(c, values, scales, frag), ...);
+  else
+    (store_segments<Layout, RecordPart::kAll>(
+         std::conditional_t<in_part<Layout, Segs>(Part), SegmentList<Segs>, SegmentList<>>{}, c,
+         values, scales, frag),
+     ...);
 }
 
 }  // namespace detail
 
 /// Stores the record of (page, row) from the row's threads (every one of them calls it: the
-/// tile reductions shuffle, and with more than a warp per row synchronize the block).
-template <class Layout, class Row>
+/// tile reductions shuffle, and with more than a warp per row synchronize the block). Part:
+/// which segments (RecordPart); a layout with its own store() writes everything with the
+/// part that is not kNopeSegments.
+template <class Layout, RecordPart Part = RecordPart::kAll, class Row>
 KVC_DEVICE void store_record(const CacheParams& c, int64_t page, int64_t row, const Row& frag) {
   if constexpr (detail::HasCustomStore<Layout, Row>::value) {
-    Layout::store(c, page, row, frag);
+    if constexpr (Part != RecordPart::kNopeSegments) Layout::store(c, page, row, frag);
   } else {
     static_assert(Row::kHeadDim == Layout::kHeadDim, "row width must match the layout");
     uint8_t* base = static_cast<uint8_t*>(c.data);
     uint8_t* values = base + Layout::value_offset(c, page, row);
     uint8_t* scales = base + Layout::scale_offset(c, page, row);
-    detail::store_segments<Layout>(typename Layout::Segments{}, c, values, scales, frag);
-    if constexpr (!Layout::ByteMap::kUsesRowStride && Layout::kScaleUsed < Layout::ByteMap::kScaleBytes) {
+    detail::store_segments<Layout, Part>(typename Layout::Segments{}, c, values, scales, frag);
+    if constexpr (Part != RecordPart::kNopeSegments && !Layout::ByteMap::kUsesRowStride &&
+                  Layout::kScaleUsed < Layout::ByteMap::kScaleBytes) {
       if (frag.lane == 0) {
         KVC_PRAGMA_UNROLL
         for (int i = Layout::kScaleUsed; i < Layout::ByteMap::kScaleBytes; ++i) scales[i] = 0;
