@@ -65,6 +65,26 @@ TEST_CASE("RingLayout with other capacities and padded rows") {
     }
 }
 
+TEST_CASE("RingLayout::slot_and_position_offsets equals slot_offset and position_offset") {
+  // Powers of two (shift and mask) and other capacities (division); positions from -1 (the
+  // row before a chunk that starts at position 0) to far past the slot.
+  for (int capacity : {1, 3, 8, 12, 16, 100, 128})
+    for (int64_t row_stride : {int64_t{1024}, int64_t{1040}}) {
+      const int64_t page_stride = capacity * row_stride + 48;
+      const kvc::RingLayout ring{capacity, page_stride, row_stride};
+      int mismatches = 0;
+      for (int64_t slot : {int64_t{0}, int64_t{1}, int64_t{capacity - 1}, int64_t{capacity}, int64_t{5 * capacity + 2},
+                           (int64_t{1} << 33) + 5})
+        for (int64_t pos : {int64_t{-1}, int64_t{0}, int64_t{7}, int64_t{capacity + 3}, (int64_t{1} << 40) + 9}) {
+          int64_t at_slot = -7, at_pos = -7;
+          ring.slot_and_position_offsets(slot, pos, at_slot, at_pos);
+          mismatches += at_slot != ring.slot_offset(slot);
+          mismatches += at_pos != ring.position_offset(ring.block_of(slot), pos);
+        }
+      CHECK_MESSAGE(mismatches == 0, "capacity ", capacity, " row stride ", row_stride);
+    }
+}
+
 TEST_CASE("ring_capacity(R, k) = max(8, bit_ceil(k + R)), vLLM's rule at R = 2, always sufficient") {
   for (int ratio : {1, 2, 4, 8, 16, 32, 64, 128}) {
     for (int k = 0; k <= 16; ++k) {

@@ -159,8 +159,10 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   if constexpr (R > 1) {
     if (mine.slot >= 0) {
       const RingLayout& ring = p.ring_layout;
-      ring_offset = ring.slot_offset(mine.slot);
-      if constexpr (Cfg::kSpeculativeRows) prev_offset = ring.position_offset(ring.block_of(mine.slot), mine.pos - 1);
+      if constexpr (Cfg::kSpeculativeRows)
+        ring.slot_and_position_offsets(mine.slot, mine.pos - 1, ring_offset, prev_offset);
+      else
+        ring_offset = ring.slot_offset(mine.slot);
     }
   }
 

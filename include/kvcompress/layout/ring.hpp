@@ -59,6 +59,24 @@ struct RingLayout {
   KVC_HOST_DEVICE int64_t position_offset(int64_t block, int64_t position) const {
     return row_offset(block, row_of(position));
   }
+  /// slot_offset(slot) and position_offset(block_of(slot), position) at once: the capacity
+  /// test (on the 32-bit capacity), the block and its page offset computed once — a third of
+  /// the instructions of the two calls, which the compiler does not merge (Op A's decode
+  /// path, bench/NOTES.md 25).
+  KVC_HOST_DEVICE void slot_and_position_offsets(int64_t slot, int64_t position, int64_t& at_slot,
+                                                 int64_t& at_position) const {
+    if (capacity > 0 && (capacity & (capacity - 1)) == 0) {
+      const int shift = lowest_bit(static_cast<uint32_t>(capacity));
+      const int64_t mask = capacity - 1;
+      const int64_t page = (slot >> shift) * page_stride_elems;
+      at_slot = page + (slot & mask) * row_stride_elems;
+      at_position = page + (position & mask) * row_stride_elems;
+    } else {
+      const int64_t page = block_of(slot) * page_stride_elems;
+      at_slot = page + row_of(slot) * row_stride_elems;
+      at_position = page + row_of(position) * row_stride_elems;
+    }
+  }
 };
 
 /// Ring rows a request needs: the open group (R - 1 rows) plus everything one speculative
