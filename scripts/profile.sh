@@ -9,6 +9,9 @@
 # against the demangled name with its template arguments, e.g.
 # "insert_kernel<.int.2, .int.512, kvc::v0_2_0::Nvfp4Layout,|decode 1024x4|2|insert" for one
 # layout (ncu writes the arguments as "(int)2"; "." stands for the parentheses).
+# KVC_NCU_ARGS adds ncu options, split at spaces, e.g. "--cache-control none
+# --warp-sampling-interval 0" for a decode launch as graph replays see it (hot L2) with the
+# densest stall sampling (a 2 us kernel otherwise gets ~150 samples).
 set -uo pipefail
 bin=${1:?usage: profile.sh BIN_DIR [OUT_DIR] [CASE...]}
 out=${2:-${OUT:-/tmp/kvc_profile}}
@@ -35,7 +38,7 @@ for c in "${cases[@]}"; do
   echo "== $name: $kernel ($shape, R=$ratio, $op)"
   # Skip the warm-up launches; one launch from the middle of the graph replays.
   timeout 300 ncu --clock-control none --kernel-name-base "${KVC_NCU_NAME_BASE:-function}" \
-    -k "regex:$kernel" --launch-skip 10 --launch-count 1 \
+    -k "regex:$kernel" --launch-skip 10 --launch-count 1 ${KVC_NCU_ARGS:-} \
     "${sections[@]}" -o "$out/$name" -f \
     "$bin/kvc_bench" --quick --shape "$shape" --ratio "$ratio" --op "$op" >"$out/$name.run.log" 2>&1
   echo "ncu rc=$?" >>"$out/$name.run.log"

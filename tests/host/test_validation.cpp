@@ -1090,3 +1090,64 @@ TEST_CASE("both bounds given (as the torch op and the README do): valid, no allo
   CHECK(launches_insert(b) == 1);
   CHECK(launches_fused(f) == 1);
 }
+
+// The kernels' own pointer test before their PDL wait (required_pointers_set, arch/pdl.cuh)
+// must never be stricter than the host validation: a launch that validates would otherwise do
+// nothing. Every launch that validates passes it, and each pointer it tests is one whose null
+// the validation rejects.
+namespace {
+template <int R>
+bool kernel_pointers_ok(const kvc::CompressParams& p) {
+  return kvc::required_pointers_set<R>(p);
+}
+bool kernel_pointers_ok(const kvc::CompressParams& p) {
+  return p.ratio == 1 ? kernel_pointers_ok<1>(p) : kernel_pointers_ok<2>(p);
+}
+}  // namespace
+
+TEST_CASE("required_pointers_set: true for every validated launch; its pointers are required") {
+  for (int ratio : {1, 2}) {
+    const kvc::CompressParams a = valid_params(ratio);
+    REQUIRE(kvc::compress_can_implement(a).ok());
+    CHECK(kernel_pointers_ok(a));
+    kvc::FusedParams f{a, valid_record()};
+    f.compress.latent = nullptr;  // optional in the fused op: not tested by the kernel
+    REQUIRE(kvc::fused_can_implement(f).ok());
+    CHECK(kernel_pointers_ok(f.compress));
+    CHECK(kvc::required_pointers_set(f.record));
+    const kvc::InsertParams b = valid_insert(ratio);
+    REQUIRE(kvc::insert_can_implement(b).ok());
+    CHECK(kvc::required_pointers_set(b));
+
+    std::vector<std::function<void(kvc::CompressParams&)>> a_nulls = {
+        [](auto& p) { p.kv_score = nullptr; }, [](auto& p) { p.positions.data = nullptr; },
+        [](auto& p) { p.slot.data = nullptr; }, [](auto& p) { p.weight = nullptr; }};
+    if (ratio > 1) {
+      a_nulls.push_back([](auto& p) { p.qsl = nullptr; });
+      a_nulls.push_back([](auto& p) { p.req = nullptr; });
+      a_nulls.push_back([](auto& p) { p.ring = nullptr; });
+    }
+    for (size_t i = 0; i < a_nulls.size(); ++i) {
+      INFO("ratio ", ratio, ", Op A pointer case ", i);
+      kvc::CompressParams p = valid_params(ratio);
+      a_nulls[i](p);
+      CHECK_FALSE(kernel_pointers_ok(p));
+      CHECK_FALSE(kvc::compress_can_implement(p).ok());
+    }
+    const std::vector<std::function<void(kvc::InsertParams&)>> b_nulls = {
+        [](auto& p) { p.latent = nullptr; }, [](auto& p) { p.positions.data = nullptr; },
+        [](auto& p) { p.record.cos_sin = nullptr; },
+        [](auto& p) { p.record.cache_slot.data = nullptr; },
+        [](auto& p) { p.record.cache.data = nullptr; }};
+    for (size_t i = 0; i < b_nulls.size(); ++i) {
+      INFO("ratio ", ratio, ", Op B pointer case ", i);
+      kvc::InsertParams p = valid_insert(ratio);
+      b_nulls[i](p);
+      CHECK_FALSE(kvc::required_pointers_set(p));
+      CHECK_FALSE(kvc::insert_can_implement(p).ok());
+      kvc::FusedParams g{valid_params(ratio), p.record};
+      CHECK(kvc::required_pointers_set(g.record) == (i < 2));
+      if (i >= 2) CHECK_FALSE(kvc::fused_can_implement(g).ok());
+    }
+  }
+}

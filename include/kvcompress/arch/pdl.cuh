@@ -6,6 +6,16 @@
 // kvcompress kernel therefore calls wait_for_prior_grids() before its first global memory
 // access, read or write: it returns once the previous grid has completed and its writes are
 // visible. Without the attribute, or before sm_90, both calls do nothing.
+//
+// Kernel parameters are not global memory a previous kernel writes: a kernel may read them
+// before the wait, and should. They live in a constant bank that every launch fills anew,
+// so the first read of each line of them misses the SM's constant cache; left to ptxas,
+// those reads sit after the wait, in front of the first index loads, two or three misses
+// in sequence (bench/NOTES.md 26). The kernels therefore decide, before the wait, whether
+// their block or row group has work and whether the pointers every launch needs are set
+// (`required_pointers_set`, kernel/*_params.hpp): that branch makes ptxas read a field of
+// every 64-byte line of the parameters first, and under PDL the misses then overlap the
+// previous kernel.
 #pragma once
 
 #include "../config.hpp"

@@ -35,6 +35,12 @@ __global__ void __launch_bounds__(
         ? 0
         : CompressConfig<Ratio, HeadDim, In, RowThreads>::kRecordMinBlocksPerSm)
     compress_kernel(const CompressParams p, const Epilogue epilogue) {
+  using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
+  // Decided before the PDL wait, so the parameters' constant-cache misses come before it
+  // (arch/pdl.cuh); every block of a validated launch has tokens and passes.
+  if ((static_cast<int64_t>(blockIdx.x) * Cfg::kTokensPerBlock >= p.num_tokens) |
+      !required_pointers_set<Ratio>(p) | !detail::epilogue_pointers_set(epilogue))
+    return;
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
   arch::wait_for_prior_grids();
   arch::allow_dependent_grids();

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "../arch/convert.cuh"
 #include "../arch/memory.cuh"
@@ -383,6 +384,22 @@ struct CompressWarp {
   }
 };
 
+}  // namespace detail
+
+namespace detail {
+template <class Epilogue, class = void>
+struct HasPointerCheck : std::false_type {};
+template <class Epilogue>
+struct HasPointerCheck<Epilogue, decltype(void(std::declval<const Epilogue&>().required_pointers_set()))>
+    : std::true_type {};
+
+/// An epilogue's `required_pointers_set()` where it has one (RecordEpilogue), else true: the
+/// Op A kernel tests it before its PDL wait with CompressParams' own (arch/pdl.cuh).
+template <class Epilogue>
+KVC_DEVICE bool epilogue_pointers_set(const Epilogue& e) {
+  if constexpr (HasPointerCheck<Epilogue>::value) return e.required_pointers_set();
+  else return true;
+}
 }  // namespace detail
 
 /// Op A's epilogue: stores the bf16 latent row (skipped when `latent` is null, which only

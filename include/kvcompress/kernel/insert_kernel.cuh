@@ -184,15 +184,17 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
   constexpr unsigned kAll = 0xffffffffu;
   static_assert(Layout::kHeadDim == HeadDim, "layout and kernel head dims differ");
 
-  // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
-  arch::wait_for_prior_grids();
-  arch::allow_dependent_grids();
   const int lane = threadIdx.x % 32;                // one token per lane
   const int thread = threadIdx.x % Cfg::kRowThreads;  // channel slice of every record
   const int window = tokens_per_block / Cfg::kGroups;  // tokens per row group, <= 32
   const int64_t w0 = static_cast<int64_t>(blockIdx.x) * tokens_per_block +
                      (threadIdx.x / Cfg::kRowThreads) * window;
-  if (w0 >= p.num_tokens) return;  // uniform over the record's threads (a warp or the block)
+  // Uniform over the record's threads (a warp or the block). Decided before the PDL wait,
+  // so the parameters' constant-cache misses come before it (arch/pdl.cuh).
+  if ((w0 >= p.num_tokens) | !required_pointers_set(p)) return;
+  // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
+  arch::wait_for_prior_grids();
+  arch::allow_dependent_grids();
 
   // 1. One token per lane: slot and position together, then the writers of the window
   // (the same in every warp of the row group).

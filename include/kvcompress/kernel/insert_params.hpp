@@ -29,6 +29,13 @@ struct RecordArgs {
   bool sanitize = false;                   // cap the non-finite scale code at 254, zero NaN RoPE values
 };
 
+/// Whether the pointers every record write reads are set (the host validation requires
+/// them; `cache.scale` only for the per-tensor format, which validates it). Tested before
+/// the PDL wait, like required_pointers_set(CompressParams) (arch/pdl.cuh).
+KVC_HOST_DEVICE bool required_pointers_set(const RecordArgs& r) {
+  return (r.cos_sin != nullptr) & (r.cache_slot.data != nullptr) & (r.cache.data != nullptr);
+}
+
 /// Op B: one launch writes the cache record of every closing token with a valid slot.
 struct InsertParams {
   int ratio = 2;                           // R: only tokens with (pos + 1) % R == 0 write
@@ -40,5 +47,10 @@ struct InsertParams {
   RecordArgs record;
   ErrorCounters* errors = nullptr;         // optional, device memory: counts of skipped tokens (core/error_counters.hpp)
 };
+
+/// Whether the pointers every Op B launch reads are set (see required_pointers_set above).
+KVC_HOST_DEVICE bool required_pointers_set(const InsertParams& p) {
+  return (p.latent != nullptr) & (p.positions.data != nullptr) & required_pointers_set(p.record);
+}
 
 KVC_NAMESPACE_END
