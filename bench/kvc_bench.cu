@@ -198,8 +198,16 @@ int main(int argc, char** argv) try {
                       100.0 * r.copy_us / r.graph_us);
           std::fflush(stdout);
         };
+        // Programmatic dependent launch: each kernel's launch and prologue overlap the
+        // previous kernel's tail (the torch package launches this way by default).
+        kvc::LaunchOptions pdl;
+        pdl.pdl = true;
+        const LayoutInfo& l0 = bench_layouts()[0];
         measure("compress", "-", pr.a.total(), [&](cudaStream_t s, int i) {
           BENCH_STATUS(kvc::compress(dev.compress(pr, i % sets), s));
+        });
+        measure("compress pdl", "-", pr.a.total(), [&](cudaStream_t s, int i) {
+          BENCH_STATUS(kvc::compress(dev.compress(pr, i % sets), s, pdl));
         });
         for (const LayoutInfo& bl : bench_layouts()) {
           if (ratio != 2 && bl.index != 0) continue;  // layouts at the model's ratio; fp8_ds_mla everywhere
@@ -210,13 +218,12 @@ int main(int argc, char** argv) try {
             BENCH_STATUS(kvc::fused(dev.fused(pr, bl, i % sets), s));
           });
         }
+        measure("insert pdl", l0.name, pr.insert_bytes(l0).total(), [&](cudaStream_t s, int i) {
+          BENCH_STATUS(kvc::insert(dev.insert(pr, l0, i % sets), s, pdl));
+        });
         if (ratio == 2) {
-          // A serving step: Op A then Op B (the latent goes through memory), or the fused op;
-          // plain launches against programmatic dependent launch (each kernel's launch and
-          // prologue overlap the previous kernel's tail).
-          kvc::LaunchOptions pdl;
-          pdl.pdl = true;
-          const LayoutInfo& l0 = bench_layouts()[0];
+          // A serving step: Op A then Op B (the latent goes through memory), or the fused op,
+          // plain launches against PDL.
           for (bool use_pdl : {false, true}) {
             const kvc::LaunchOptions opt = use_pdl ? pdl : kvc::LaunchOptions{};
             measure(use_pdl ? "A+B pdl" : "A+B", l0.name, pr.step_bytes(l0).total(), [&](cudaStream_t s, int i) {
