@@ -12,7 +12,10 @@
 // At ratio 2 it also times a serving step, Op A then Op B ("A+B") and the fused op, with
 // and without programmatic dependent launch ("pdl", kvc::LaunchOptions).
 //
-//   kvc_bench [--out DIR] [--quick] [--shape TEXT] [--ratio R] [--op NAME]
+//   kvc_bench [--out DIR] [--quick] [--hot] [--shape TEXT] [--ratio R] [--op NAME]
+// --hot times every launch on one input set (L2-hot where the op's bytes fit in L2, as
+// vLLM's comparison script peer_bench.py times both implementations) instead of rotating
+// through enough sets to read from HBM.
 // --shape/--ratio/--op keep only the matching rows (shape name containing TEXT, op name
 // equal to NAME: compress, insert, fused, "A+B", ...); scripts/profile.sh uses them to put
 // one kernel under the profiler.
@@ -132,12 +135,13 @@ struct Row {
 
 int main(int argc, char** argv) try {
   std::string out_dir;
-  bool quick = false;
+  bool quick = false, hot = false;
   std::string only_shape, only_op;
   int only_ratio = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_dir = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--hot")) hot = true;
     else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];
     else if (!std::strcmp(argv[i], "--ratio") && i + 1 < argc) only_ratio = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--op") && i + 1 < argc) only_op = argv[++i];
@@ -168,8 +172,9 @@ int main(int argc, char** argv) try {
   };
   const double peak_us = copy_time(double(size_t{1} << 29));  // 256 MiB copied per launch
   std::printf("# kvc_bench on %s (%d SMs, L2 %.0f MB)\n", prop.name, prop.multiProcessorCount, l2 / 1e6);
-  std::printf("empty kernel (graph): %.2f us; 512 MiB copy: %.0f GB/s (read + write)\n\n", empty_us,
-              double(size_t{1} << 29) / peak_us / 1e3);
+  std::printf("empty kernel (graph): %.2f us; 512 MiB copy: %.0f GB/s (read + write)%s\n\n", empty_us,
+              double(size_t{1} << 29) / peak_us / 1e3,
+              hot ? "; --hot: one input set per op (L2-hot where it fits)" : "");
 
   std::printf("| shape | ratio | op | layout | graph us | stream us | GB/s | %% of copy |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
@@ -181,8 +186,8 @@ int main(int argc, char** argv) try {
       },
       [&](const Shape& shape, int ratio, const Problem& pr) {
         if (pr.closing == 0) return;
-        // Enough input sets that one graph's footprint is at least twice L2.
-        const int sets = input_sets(pr, l2);
+        // Enough input sets that one graph's footprint is at least twice L2 (--hot: one).
+        const int sets = hot ? 1 : input_sets(pr, l2);
         DeviceSets dev(pr, sets, bench_layouts());
         const int per_graph = launches_per_graph(sets);
         auto measure = [&](const std::string& op, const std::string& layout, double bytes,
