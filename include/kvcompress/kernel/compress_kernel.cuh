@@ -32,7 +32,7 @@ template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, 
 __global__ void __launch_bounds__(
     CompressConfig<Ratio, HeadDim, In, RowThreads>::kThreads,
     std::is_same<Epilogue, LatentEpilogue>::value
-        ? 0
+        ? CompressConfig<Ratio, HeadDim, In, RowThreads>::kLatentMinBlocksPerSm
         : CompressConfig<Ratio, HeadDim, In, RowThreads>::kRecordMinBlocksPerSm)
     compress_kernel(const CompressParams p, const Epilogue epilogue) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;

@@ -81,7 +81,8 @@ struct CompressConfig {
   // instead of 3; every layout fits 168 without spilling in its loops). Ratio 4 would spill
   // 88 bytes at 168 and keeps its ~200.
   static constexpr int kRecordMinBlocksPerSm =
-      kSplitGroup ? 0 : kRowThreads > 32 ? 6 : Ratio == 1 ? 5 : Ratio == 2 ? 3 : 0;
+      kSplitGroup ? 0 : kRowThreads > 32 ? 5 : Ratio == 1 ? 5 : Ratio == 2 ? 3 : 0;
+  static constexpr int kLatentMinBlocksPerSm = !kSplitGroup && kRowThreads > 32 ? 5 : 0;
   static constexpr int kMembersPerWarp = kSplitGroup ? Ratio / kWarps : Ratio;
   // Members whose rows are loaded together: about 64 floats of input per thread in flight.
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
