@@ -32,14 +32,15 @@ template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, 
 __global__ void __launch_bounds__(
     CompressConfig<Ratio, HeadDim, In, RowThreads>::kThreads,
     std::is_same<Epilogue, LatentEpilogue>::value
-        ? CompressConfig<Ratio, HeadDim, In, RowThreads>::kLatentMinBlocksPerSm
+        ? 0
         : CompressConfig<Ratio, HeadDim, In, RowThreads>::kRecordMinBlocksPerSm)
     compress_kernel(const CompressParams p, const Epilogue epilogue) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
   // Decided before the PDL wait, so the parameters' constant-cache misses come before it
-  // (arch/pdl.cuh); every block of a validated launch has tokens and passes.
+  // (arch/pdl.cuh); every block of a validated launch has tokens and passes. An epilogue's
+  // own parameters are read after the wait (reading them before measured slower without PDL).
   if ((static_cast<int64_t>(blockIdx.x) * Cfg::kTokensPerBlock >= p.num_tokens) |
-      !required_pointers_set<Ratio>(p) | !detail::epilogue_pointers_set(epilogue))
+      !required_pointers_set<Ratio>(p))
     return;
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
   arch::wait_for_prior_grids();

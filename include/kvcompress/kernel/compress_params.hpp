@@ -44,8 +44,8 @@ struct CompressParams {
 /// Whether the pointers every Op A launch at `Ratio` reads are set (the host validation
 /// requires them; `latent` may be null in the fused op, `errors` always). The kernel tests
 /// it before its PDL wait, which also reads a field of each 64-byte line of these
-/// parameters early (arch/pdl.cuh); a launch made without validation then does nothing
-/// instead of faulting.
+/// parameters early (arch/pdl.cuh; the first round trip needs all of them); a launch made
+/// without validation then does nothing instead of faulting.
 template <int Ratio>
 KVC_HOST_DEVICE bool required_pointers_set(const CompressParams& p) {
   // `&`, not `&&`: every field is read at once, no branch between the reads.

@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 
 #include "../arch/convert.cuh"
 #include "../arch/memory.cuh"
@@ -81,8 +80,7 @@ struct CompressConfig {
   // instead of 3; every layout fits 168 without spilling in its loops). Ratio 4 would spill
   // 88 bytes at 168 and keeps its ~200.
   static constexpr int kRecordMinBlocksPerSm =
-      kSplitGroup ? 0 : kRowThreads > 32 ? 5 : Ratio == 1 ? 5 : Ratio == 2 ? 3 : 0;
-  static constexpr int kLatentMinBlocksPerSm = !kSplitGroup && kRowThreads > 32 ? 5 : 0;
+      kSplitGroup ? 0 : kRowThreads > 32 ? 6 : Ratio == 1 ? 5 : Ratio == 2 ? 3 : 0;
   static constexpr int kMembersPerWarp = kSplitGroup ? Ratio / kWarps : Ratio;
   // Members whose rows are loaded together: about 64 floats of input per thread in flight.
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
@@ -385,22 +383,6 @@ struct CompressWarp {
   }
 };
 
-}  // namespace detail
-
-namespace detail {
-template <class Epilogue, class = void>
-struct HasPointerCheck : std::false_type {};
-template <class Epilogue>
-struct HasPointerCheck<Epilogue, decltype(void(std::declval<const Epilogue&>().required_pointers_set()))>
-    : std::true_type {};
-
-/// An epilogue's `required_pointers_set()` where it has one (RecordEpilogue), else true: the
-/// Op A kernel tests it before its PDL wait with CompressParams' own (arch/pdl.cuh).
-template <class Epilogue>
-KVC_DEVICE bool epilogue_pointers_set(const Epilogue& e) {
-  if constexpr (HasPointerCheck<Epilogue>::value) return e.required_pointers_set();
-  else return true;
-}
 }  // namespace detail
 
 /// Op A's epilogue: stores the bf16 latent row (skipped when `latent` is null, which only

@@ -99,37 +99,6 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     }
   }
 
-  // Decode-sized windows at R == 2 (block rows): when token w0 closes a group, its first
-  // member — the input row w0 - 1 when that token is of the same request, else the ring row
-  // of position pos - 1 — is loaded now, from the first round trip's values alone, so its
-  // round trip overlaps the decision code below (which re-derives the choice: the rows are
-  // used only where it agrees). Reading the ring this early is safe: no store of this launch
-  // precedes it in this block, and other blocks never store a row a head group reads
-  // (compress_parts.cuh, ring ordering).
-  constexpr bool kEarlyHead = Cfg::kSpeculativeRows && R == 2 && Cfg::kRowThreads > 32;
-  [[maybe_unused]] Raw kv_head, score_head;
-  [[maybe_unused]] int head_source = 0;  // 0: none loaded, 1: input row w0 - 1, 2: ring row
-  if constexpr (kEarlyHead) {
-    const int64_t slot0 = __shfl_sync(kAll, mine.slot, 0), pos0 = __shfl_sync(kAll, mine.pos, 0);
-    const int32_t req0 = __shfl_sync(kAll, mine.req, 0);
-    const int32_t req_before = __shfl_sync(kAll, mine.req, R);  // token w0 - 1's request
-    if (slot0 >= 0 && pos0 >= 1 && (pos0 & 1) == 1) {  // uniform: token w0 closes a group
-      if (w0 >= 1 && req_before >= 0 && req_before == req0) {
-        const In* row = Warp::input_row(p, w0 - 1);
-        kv_head = Warp::template load_half<true>(row, thread);
-        score_head = Warp::template load_half<true>(row + HeadDim, thread);
-        head_source = 1;
-      } else if (p.ring_layout.holds_slot(slot0)) {
-        int64_t at_slot, at_position;
-        p.ring_layout.slot_and_position_offsets(slot0, pos0 - 1, at_slot, at_position);
-        const In* row = Warp::ring_row(p, at_position);
-        kv_head = Warp::template load_half<false>(row, thread);
-        score_head = Warp::template load_half<false>(row + HeadDim, thread);
-        head_source = 2;
-      }
-    }
-  }
-
   // 2. Decisions, each lane for its own token (window_rules.hpp, tested on the host). A
   // token past the ring's bound, at a negative position or of an unknown request is
   // padding from here on (contract §4.3); the row's first thread counts it.
@@ -227,10 +196,7 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
       // the window or the ring row of position pos - 1.
       Raw kv_first, score_first;
       const int64_t first_offset = __shfl_sync(kAll, prev_offset, i);
-      if (kEarlyHead && i == 0 && head_source == (out > 0 ? 2 : 1)) {
-        kv_first = kv_head;
-        score_first = score_head;
-      } else if (out > 0) {
+      if (out > 0) {
         const In* row = Warp::ring_row(p, first_offset);
         kv_first = Warp::template load_half<false>(row, thread);
         score_first = Warp::template load_half<false>(row + HeadDim, thread);

@@ -19,9 +19,6 @@ template <class Layout>
 struct RecordEpilogue {
   RecordArgs record;
 
-  /// Read before the kernel's PDL wait (compress_kernel.cuh).
-  KVC_DEVICE bool required_pointers_set() const { return ::kvc::required_pointers_set(record); }
-
   template <class Row>
   struct Pending {
     int64_t slot;  // cache slot of the closing token

@@ -14,10 +14,9 @@
 //     stored (vector stores straight from registers).
 // Decode-sized windows (a block per record, at most kSpeculativeRows tokens: ratios 1 and
 // 2) load every latent row of the window in step 1, next to the indices, before anyone
-// knows which token writes (at most one row more than needed), then the angles of every
-// token's group as soon as the positions are in, before the decisions, and store the NoPE
-// segments before rotating: the NoPE channels' chain is then one round trip and a store,
-// the RoPE channels' two, with the decision code inside the second.
+// knows which token writes (at most one row more than needed), then the angles of each
+// writer as soon as the positions are in, and store the NoPE segments before rotating: the
+// NoPE channels' chain is then one round trip and a store, the RoPE channels' two.
 // The window is a launch argument: R tokens for small calls (decode: one record per row
 // group, the work spread over many blocks), growing to 32 for large calls while the call
 // still fills the GPU, so a row group keeps several records in flight.
@@ -218,6 +217,9 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
     }
     return row;
   };
+  const auto angles_of = [&](int src) {
+    return detail::record_angles<Layout, Row>(p.record, thread, __shfl_sync(kAll, group_pos, src));
+  };
 
   if constexpr (Cfg::kSpeculativeRows > 0) {
     if (window <= Cfg::kSpeculativeRows) {  // uniform: a launch argument
@@ -227,28 +229,14 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
       Row rows[S];
       KVC_PRAGMA_UNROLL
       for (int j = 0; j < S; ++j) rows[j] = load_row(w0 + j < p.num_tokens ? j : static_cast<int>(p.num_tokens - 1 - w0));
-      // The angles of every token's group position as soon as the positions are in, before
-      // the decisions (which token writes): their round trip then overlaps the decision code.
-      // Only positions inside the table are read; tokens sharing a group share one load.
-      RopeAngles<Row> angles[S];
-      {
-        const int64_t lane_group_pos = pos >= 0 ? (pos / Ratio) * Ratio : int64_t{-1};
-        int64_t previous = -1;
-        KVC_PRAGMA_UNROLL
-        for (int j = 0; j < S; ++j) {
-          const int64_t g = __shfl_sync(kAll, lane_group_pos, j);  // uniform
-          if (j > 0 && g == previous) {
-            angles[j] = angles[j - 1];
-          } else if (g >= 0 && g < p.record.cos_sin_rows) {
-            angles[j] = detail::record_angles<Layout, Row>(p.record, thread, g);
-          }
-          previous = g;
-        }
-      }
       const bool writes =
           detail::record_target_warp<Ratio>(p.record, pos, slot, group_pos, p.errors, thread == 0);
       const unsigned writers = __ballot_sync(kAll, writes);
       if (writers == 0u) return;  // uniform over the record's threads
+      RopeAngles<Row> angles[S];
+      KVC_PRAGMA_UNROLL
+      for (int j = 0; j < S; ++j)
+        if (writers >> j & 1u) angles[j] = angles_of(j);
       // One copy of the record code: the writer's row and angles by element-wise selects.
 #pragma unroll 1
       for (unsigned mask = writers; mask != 0u; mask &= mask - 1u) {

@@ -29,12 +29,6 @@ struct RecordArgs {
   bool sanitize = false;                   // cap the non-finite scale code at 254, zero NaN RoPE values
 };
 
-/// Whether the pointers every record write reads are set (the host validation requires
-/// them; `cache.scale` only for the per-tensor format, which validates it). Tested before
-/// the PDL wait, like required_pointers_set(CompressParams) (arch/pdl.cuh).
-KVC_HOST_DEVICE bool required_pointers_set(const RecordArgs& r) {
-  return (r.cos_sin != nullptr) & (r.cache_slot.data != nullptr) & (r.cache.data != nullptr);
-}
 
 /// Op B: one launch writes the cache record of every closing token with a valid slot.
 struct InsertParams {
@@ -48,9 +42,14 @@ struct InsertParams {
   ErrorCounters* errors = nullptr;         // optional, device memory: counts of skipped tokens (core/error_counters.hpp)
 };
 
-/// Whether the pointers every Op B launch reads are set (see required_pointers_set above).
+/// Whether the pointers of an Op B launch's first round trip are set: the latent, the
+/// positions, the cache slots and the cos/sin table (the host validation requires them, and
+/// the cache itself). The kernel tests it before its PDL wait, which reads the 64-byte lines
+/// of the parameters that trip needs early (arch/pdl.cuh); `record.cache` lies in a line of
+/// its own, read after the wait (reading it before measured slower without PDL).
 KVC_HOST_DEVICE bool required_pointers_set(const InsertParams& p) {
-  return (p.latent != nullptr) & (p.positions.data != nullptr) & required_pointers_set(p.record);
+  return (p.latent != nullptr) & (p.positions.data != nullptr) & (p.record.cos_sin != nullptr) &
+         (p.record.cache_slot.data != nullptr);
 }
 
 KVC_NAMESPACE_END

@@ -73,8 +73,9 @@ struct RowFragment {
 };
 
 /// The cos/sin values one thread needs for its RoPE channels of a Row (entries of NoPE
-/// channels are unused). Loaded together with the row itself, so both travel in the same
-/// memory round trip.
+/// channels are unused; GPT-J style reads the even entry of each pair, whose two channels
+/// share one frequency, and load_rope_angles sets only that one). Loaded together with the
+/// row itself, so both travel in the same memory round trip.
 template <class Row>
 struct RopeAngles {
   Array<float, Row::kChannels> cos, sin;
@@ -140,13 +141,11 @@ KVC_DEVICE void load_angles_from(RopeAngles<Row>& a, const T* row, int lane) {
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; e += Style == RopeStyle::kGptJ ? 2 : 1) {
         const int df = Style == RopeStyle::kGptJ ? e / 2 : e;
-        const float c = table_value(p, df), s = table_value(p, kHalf + df);
-        a.cos[v * E + e] = c;
-        a.sin[v * E + e] = s;
-        if constexpr (Style == RopeStyle::kGptJ) {
-          a.cos[v * E + e + 1] = c;
-          a.sin[v * E + e + 1] = s;
-        }
+        // GPT-J: the pair's even entry only. Copying the value to the odd entry as well
+        // made the compiler place register moves right after these loads, so a warp
+        // prefetching the next record's angles waited for them at once (bench/NOTES.md 27).
+        a.cos[v * E + e] = table_value(p, df);
+        a.sin[v * E + e] = table_value(p, kHalf + df);
       }
     } else {
       KVC_PRAGMA_UNROLL
@@ -166,7 +165,7 @@ KVC_DEVICE void load_angles_from(RopeAngles<Row>& a, const T* row, int lane) {
 template <int RopeDim, class Row>
 KVC_DEVICE RopeAngles<Row> load_rope_angles(int lane, RopeStyle style, const void* cos_sin,
                                             DType dtype, int64_t cos_sin_stride_elems, int64_t position) {
-  RopeAngles<Row> a;
+  RopeAngles<Row> a{};
   const int64_t base = position * cos_sin_stride_elems;
   if (dtype == DType::kFloat32) {
     const float* row = static_cast<const float*>(cos_sin) + base;
@@ -232,8 +231,9 @@ KVC_DEVICE void apply_rope(RowFragment<HeadDim, E, Threads>& row,
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) {
         const int j = c0 + e - kNope;
-        float y = Rope::rotate(x[e], other[e], angles.cos[v * E + e], angles.sin[v * E + e],
-                               Rope::is_first(j));
+        // GPT-J pairs share the even entry's angle (see RopeAngles).
+        const int k = Style == RopeStyle::kGptJ ? v * E + (e & ~1) : v * E + e;
+        float y = Rope::rotate(x[e], other[e], angles.cos[k], angles.sin[k], Rope::is_first(j));
         if (row.sanitize && y != y) y = 0.f;
         row.rotated[v * E + e] = y;
         row.bits[v * E + e] = arch::float_to_bf16(y);
