@@ -96,7 +96,7 @@ class NvbenchInput(unittest.TestCase):
         self.assertIn("| Op A, ratios 1 and 2, T >= 32768: >= 92% of copy | prefill 1x32768 @odd: 55.00 us, 93% | yes |",
                       md)
         self.assertIn("| Op B fp8_ds_mla, T >= 32768: >= 80% of copy | not measured | - |", md)
-        self.assertIn("| decode 64x2 | fused | 2.80 | 2.50 | - | 6.00 |", md)  # PDL table, no plain stream
+        self.assertIn("| decode 64x2 | 2 | fused | 2.80 | 2.50 | - | 6.00 |", md)  # PDL table, no plain stream
         self.assertIn("| shape | tokens | ratio | op | layout | MB | graph us | stream us | cold us | GB/s | % copy |", md)
         self.assertIn("| decode 64x2 | 128 | 2 | compress | - | 0.40 | 1.70 | 5.20 | 2.10 | 234 | 76.5 |", md)
 
