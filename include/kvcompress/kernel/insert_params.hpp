@@ -29,7 +29,6 @@ struct RecordArgs {
   bool sanitize = false;                   // cap the non-finite scale code at 254, zero NaN RoPE values
 };
 
-
 /// Op B: one launch writes the cache record of every closing token with a valid slot.
 struct InsertParams {
   int ratio = 2;                           // R: only tokens with (pos + 1) % R == 0 write
