@@ -109,26 +109,39 @@ KVC_DEVICE bool record_target(const RecordArgs& r, int64_t pos, int64_t slot, in
 }
 
 /// record_target for the tokens of a warp's lanes at once (Op B's phase 1), without a
-/// branch per lane: whether the lane's token writes a record, and its group position. Skips
-/// are counted by ballot, by the lane with `counter` set, only when `errors` is given; every
-/// lane of the warp must call it (lanes without a token pass slot -1).
+/// branch per lane, in two steps. This first one reads only parameters of the first round
+/// trip (their constant-cache lines are read before the PDL wait, arch/pdl.cuh): whether the
+/// lane's token closes a group at a position inside the cos/sin table (a candidate), and its
+/// group position. Lanes without a token pass slot -1.
 template <int Ratio>
-KVC_DEVICE bool record_target_warp(const RecordArgs& r, int64_t pos, int64_t slot,
-                                   int64_t& group_pos, ErrorCounters* errors, bool counter) {
-  const bool has_slot = slot >= 0;
-  const bool pos_ok = pos >= 0;
-  const bool closes = has_slot && pos_ok && (pos + 1) % Ratio == 0;
-  const bool in_cache = r.cache.num_pages < 0 || slot < r.cache.num_pages * r.cache.block_size;
+KVC_DEVICE bool record_candidate(const RecordArgs& r, int64_t pos, int64_t slot, int64_t& group_pos) {
+  const bool closes = slot >= 0 && pos >= 0 && (pos + 1) % Ratio == 0;
   group_pos = (pos / Ratio) * Ratio;
-  const bool in_table = group_pos < r.cos_sin_rows;
+  return closes && group_pos < r.cos_sin_rows;
+}
+
+/// The second step: the lanes whose candidate token writes a record (its slot inside the
+/// cache's bound, num_pages), as a ballot; skips of both steps are counted as record_target
+/// counts them, by the lane with `counter` set, only when `errors` is given. It reads the
+/// parameters' last line (record.cache, errors), whose constant-cache miss comes after the
+/// wait: call it after the candidates' loads are issued, so the miss overlaps them (it cost
+/// Op B 4-6 % at decode where it preceded them, bench/NOTES.md 30). Every lane of the warp
+/// calls it.
+template <int Ratio>
+KVC_DEVICE unsigned record_writers_warp(const RecordArgs& r, int64_t pos, int64_t slot, bool candidate,
+                                        ErrorCounters* errors, bool counter) {
+  const bool in_cache = r.cache.num_pages < 0 || slot < r.cache.num_pages * r.cache.block_size;
   if (errors != nullptr) {  // uniform
+    const bool has_slot = slot >= 0;
+    const bool closes = has_slot && pos >= 0 && (pos + 1) % Ratio == 0;
+    // A closing token that is no candidate lies past the table (the cache bound is checked first).
     const unsigned pos_bad =
-        __ballot_sync(0xffffffffu, (has_slot && !pos_ok) || (closes && in_cache && !in_table));
+        __ballot_sync(0xffffffffu, (has_slot && pos < 0) || (closes && in_cache && !candidate));
     const unsigned cache_bad = __ballot_sync(0xffffffffu, closes && !in_cache);
     if (counter && pos_bad != 0u) atomicAdd(&errors->position_out_of_range, __popc(pos_bad));
     if (counter && cache_bad != 0u) atomicAdd(&errors->cache_slot_out_of_range, __popc(cache_bad));
   }
-  return closes && in_cache && in_table;
+  return __ballot_sync(0xffffffffu, candidate && in_cache);
 }
 
 /// The angles of a record's group position, for thread `lane` of the threads holding rows
@@ -229,14 +242,16 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
       Row rows[S];
       KVC_PRAGMA_UNROLL
       for (int j = 0; j < S; ++j) rows[j] = load_row(w0 + j < p.num_tokens ? j : static_cast<int>(p.num_tokens - 1 - w0));
-      const bool writes =
-          detail::record_target_warp<Ratio>(p.record, pos, slot, group_pos, p.errors, thread == 0);
-      const unsigned writers = __ballot_sync(kAll, writes);
-      if (writers == 0u) return;  // uniform over the record's threads
+      const bool candidate = detail::record_candidate<Ratio>(p.record, pos, slot, group_pos);
+      const unsigned candidates = __ballot_sync(kAll, candidate);
       RopeAngles<Row> angles[S];
       KVC_PRAGMA_UNROLL
       for (int j = 0; j < S; ++j)
-        if (writers >> j & 1u) angles[j] = angles_of(j);
+        if (candidates >> j & 1u) angles[j] = angles_of(j);
+      // The row group's first thread counts skipped tokens (every warp sees the same ones).
+      const unsigned writers =
+          detail::record_writers_warp<Ratio>(p.record, pos, slot, candidate, p.errors, thread == 0);
+      if (writers == 0u) return;  // uniform over the record's threads
       // One copy of the record code: the writer's row and angles by element-wise selects.
 #pragma unroll 1
       for (unsigned mask = writers; mask != 0u; mask &= mask - 1u) {
@@ -259,9 +274,9 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
   }
 
   // The row group's first thread counts skipped tokens (every warp sees the same ones).
-  const bool writes =
-      detail::record_target_warp<Ratio>(p.record, pos, slot, group_pos, p.errors, thread == 0);
-  unsigned writers = __ballot_sync(kAll, writes);
+  const bool candidate = detail::record_candidate<Ratio>(p.record, pos, slot, group_pos);
+  unsigned writers =
+      detail::record_writers_warp<Ratio>(p.record, pos, slot, candidate, p.errors, thread == 0);
   if (writers == 0u) return;  // uniform over the record's threads
 
   // 2. Records one after another, each one's loads in flight while the previous is written.
