@@ -1093,15 +1093,15 @@ TEST_CASE("both bounds given (as the torch op and the README do): valid, no allo
 
 // The kernels' own pointer test before their PDL wait (required_pointers_set, arch/pdl.cuh)
 // must never be stricter than the host validation: a launch that validates would otherwise do
-// nothing. Every launch that validates passes it, and each pointer it tests is one whose null
-// the validation rejects.
+// nothing. Every launch that validates passes it, and each pointer (or index type) it tests is
+// one whose null (or out-of-range value) the validation rejects.
 namespace {
 bool kernel_pointers_ok(const kvc::CompressParams& p) {
   return p.ratio == 1 ? kvc::required_pointers_set<1>(p) : kvc::required_pointers_set<2>(p);
 }
 }  // namespace
 
-TEST_CASE("required_pointers_set: true for every validated launch; its pointers are required") {
+TEST_CASE("required_pointers_set: true for every validated launch; its pointers and index types are required") {
   for (int ratio : {1, 2}) {
     const kvc::CompressParams a = valid_params(ratio);
     REQUIRE(kvc::compress_can_implement(a).ok());
@@ -1114,9 +1114,11 @@ TEST_CASE("required_pointers_set: true for every validated launch; its pointers 
     REQUIRE(kvc::insert_can_implement(b).ok());
     CHECK(kvc::required_pointers_set(b));
 
+    const auto bad_type = static_cast<kvc::IndexType>(7);  // neither int32 nor int64
     std::vector<std::function<void(kvc::CompressParams&)>> a_nulls = {
         [](auto& p) { p.kv_score = nullptr; }, [](auto& p) { p.positions.data = nullptr; },
-        [](auto& p) { p.slot.data = nullptr; }, [](auto& p) { p.weight = nullptr; }};
+        [](auto& p) { p.slot.data = nullptr; }, [](auto& p) { p.weight = nullptr; },
+        [=](auto& p) { p.positions.type = bad_type; }, [=](auto& p) { p.slot.type = bad_type; }};
     if (ratio > 1) {
       a_nulls.push_back([](auto& p) { p.qsl = nullptr; });
       a_nulls.push_back([](auto& p) { p.req = nullptr; });
@@ -1132,7 +1134,9 @@ TEST_CASE("required_pointers_set: true for every validated launch; its pointers 
     const std::vector<std::function<void(kvc::InsertParams&)>> b_nulls = {
         [](auto& p) { p.latent = nullptr; }, [](auto& p) { p.positions.data = nullptr; },
         [](auto& p) { p.record.cos_sin = nullptr; },
-        [](auto& p) { p.record.cache_slot.data = nullptr; }};
+        [](auto& p) { p.record.cache_slot.data = nullptr; },
+        [=](auto& p) { p.positions.type = bad_type; },
+        [=](auto& p) { p.record.cache_slot.type = bad_type; }};
     for (size_t i = 0; i < b_nulls.size(); ++i) {
       INFO("ratio ", ratio, ", Op B pointer case ", i);
       kvc::InsertParams p = valid_insert(ratio);

@@ -16,7 +16,11 @@
 // set (`required_pointers_set`, kernel/*_params.hpp): that branch makes ptxas read those
 // parameter lines first, and under PDL the misses then overlap the previous kernel. Only
 // the first trip's lines: reading every line first measured up to 7 % slower at decode
-// without PDL (the misses then all precede the first load) and no faster with it.
+// without PDL (the misses then all precede the first load) and no faster with it. Test the
+// very fields the first trip uses (the index types, not only the pointers beside them): an
+// SM fetches a constant line separately for uniform (ULDC) and per-thread (LDC) reads, so a
+// line ptxas read one way before the wait can still miss when read the other way after it
+// (bench/NOTES.md 26, 30).
 #pragma once
 
 #include "../config.hpp"

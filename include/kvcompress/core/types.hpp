@@ -25,6 +25,13 @@ struct IndexPtr {
   const void* data = nullptr;
   IndexType type = IndexType::kInt64;
 
+  /// Whether the pointer is set and its type one of the two (the host validation requires
+  /// both). The kernels test it before their PDL wait, so the type, which every load(i)
+  /// branches on, is read before the wait too (arch/pdl.cuh).
+  KVC_HOST_DEVICE bool usable() const {
+    return (data != nullptr) & ((type == IndexType::kInt32) | (type == IndexType::kInt64));
+  }
+
   KVC_HOST_DEVICE int64_t load(int64_t i) const {
     return type == IndexType::kInt64 ? static_cast<const int64_t*>(data)[i]
                                      : static_cast<int64_t>(static_cast<const int32_t*>(data)[i]);

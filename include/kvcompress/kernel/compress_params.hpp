@@ -41,16 +41,17 @@ struct CompressParams {
   ErrorCounters* errors = nullptr;  // optional, device memory: counts of skipped tokens (core/error_counters.hpp)
 };
 
-/// Whether the pointers every Op A launch at `Ratio` reads are set (the host validation
-/// requires them; `latent` may be null in the fused op, `errors` always). The kernel tests
-/// it before its PDL wait, which also reads a field of each 64-byte line of these
-/// parameters early (arch/pdl.cuh; the first round trip needs all of them); a launch made
-/// without validation then does nothing instead of faulting.
+/// Whether the pointers every Op A launch at `Ratio` reads are set and the index arrays'
+/// types valid (the host validation requires them; `latent` may be null in the fused op,
+/// `errors` always). The kernel tests it before its PDL wait, which also reads a field of
+/// each 64-byte line of these parameters early, and the index types the first loads branch
+/// on (arch/pdl.cuh; the first round trip needs all of them); a launch made without
+/// validation then does nothing instead of faulting.
 template <int Ratio>
 KVC_HOST_DEVICE bool required_pointers_set(const CompressParams& p) {
   // `&`, not `&&`: every field is read at once, no branch between the reads.
   const bool gate = Ratio == 1 || ((p.qsl != nullptr) & (p.req != nullptr) & (p.ring != nullptr));
-  return (p.kv_score != nullptr) & (p.positions.data != nullptr) & (p.slot.data != nullptr) &
+  return (p.kv_score != nullptr) & p.positions.usable() & p.slot.usable() &
          (p.weight != nullptr) & gate;
 }
 

@@ -42,13 +42,15 @@ struct InsertParams {
 };
 
 /// Whether the pointers of an Op B launch's first round trip are set: the latent, the
-/// positions, the cache slots and the cos/sin table (the host validation requires them, and
-/// the cache itself). The kernel tests it before its PDL wait, which reads the 64-byte lines
-/// of the parameters that trip needs early (arch/pdl.cuh); `record.cache` lies in a line of
-/// its own, read after the wait (reading it before measured slower without PDL).
+/// positions, the cache slots and the cos/sin table, and the two index arrays' types valid
+/// (the host validation requires all of them, and the cache itself). The kernel tests it
+/// before its PDL wait, which reads the parameters that trip needs early (arch/pdl.cuh): the
+/// index types too, which the first loads branch on (read after the wait, they missed the
+/// constant cache in front of those loads, bench/NOTES.md 30). `record.cache` lies in a line
+/// of its own, read after the wait (reading it before measured slower without PDL).
 KVC_HOST_DEVICE bool required_pointers_set(const InsertParams& p) {
-  return (p.latent != nullptr) & (p.positions.data != nullptr) & (p.record.cos_sin != nullptr) &
-         (p.record.cache_slot.data != nullptr);
+  return (p.latent != nullptr) & p.positions.usable() & (p.record.cos_sin != nullptr) &
+         p.record.cache_slot.usable();
 }
 
 KVC_NAMESPACE_END
