@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The problems the benchmarks measure, in one place for kvc_bench (bench/kvc_bench.cu, the
-// record) and kvc_nvbench (bench/kvc_nvbench.cu, its port to nvbench): the layout table
-// (page padding), the shapes, the problem of a (shape, ratio) built from the seeds in the
-// record's order, the bytes each op must move (count_bytes), the input-set rotation, the
-// device buffers with their fill kernels and op parameters, and the copy baseline's kernel.
-// Timing, nvbench's axes and each main stay in their own files. CUDA: include from .cu only.
+// The problems kvc_nvbench measures (bench/kvc_nvbench.cu), in one place: the layout table
+// (page padding), the shapes, the problem of a (shape, ratio) built from fixed seeds, the
+// bytes each op must move (count_bytes), the input-set rotation, the device buffers with
+// their fill kernels and op parameters, and the copy baseline's kernel. Timing is in
+// bench_timing.cuh, nvbench's axes and main in kvc_nvbench.cu. CUDA: include from .cu only.
+// Until issue 15 kvc_bench (bench/kvc_bench.cu) measured the same problems, built in the same
+// order from the same seeds, so its recorded results (bench/RESULTS.md) time the same slots.
 #pragma once
 
 #include <kvcompress/kvcompress.cuh>
@@ -97,7 +98,7 @@ struct Shape {
   std::vector<std::pair<int, int64_t>> requests;  // (tokens, start position)
 };
 
-/// The shape list; `quick` (kvc_bench --quick) leaves out prefill 4x16384.
+/// The shape list; `quick` (kvc_nvbench --quick) leaves out prefill 4x16384.
 inline std::vector<Shape> shapes(bool quick) {
   std::mt19937_64 rng(kShapeSeed);
   auto decode = [&](int reqs, int per) {
@@ -211,17 +212,14 @@ struct Problem {
   }
 };
 
-/// Builds the problems in the record's order (each shape of `list`, then ratio 1, 2, 4, 128)
-/// from one generator seeded kProblemSeed and calls visit(shape, ratio, problem) on each.
-/// keep(shape, ratio) false skips one without drawing from the generator, so the cache
-/// slots of the problems after it differ from a full run's (as kvc_bench's --shape / --ratio
-/// always did).
-template <class Keep, class Visit>
-void for_each_problem(const std::vector<Shape>& list, Keep&& keep, Visit&& visit) {
+/// Builds the problems in one order (each shape of `list`, then ratio 1, 2, 4, 128) from one
+/// generator seeded kProblemSeed and calls visit(shape, ratio, problem) on each: the cache
+/// slots of a problem depend on the problems before it.
+template <class Visit>
+void for_each_problem(const std::vector<Shape>& list, Visit&& visit) {
   std::mt19937_64 rng(kProblemSeed);
   for (const Shape& shape : list)
     for (int ratio : kRatios) {
-      if (!keep(shape, ratio)) continue;
       Problem pr;
       pr.build(shape, ratio, rng);
       visit(shape, ratio, pr);
@@ -259,6 +257,11 @@ struct Buffer {
     check(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
 };
+
+// The kernels, the copy launch and the device buffers have internal linkage (an unnamed
+// namespace): kvc_nvbench's two translation units include this header, and a __global__
+// function defined in a header is otherwise defined twice.
+namespace {
 
 __device__ inline uint32_t hash32(uint64_t x) {
   x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
@@ -391,5 +394,7 @@ struct DeviceSets {
     return p;
   }
 };
+
+}  // namespace
 
 }  // namespace bench

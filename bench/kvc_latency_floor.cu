@@ -1,88 +1,56 @@
 // SPDX-License-Identifier: Apache-2.0
-// kvc_latency_floor: what a decode-sized kernel costs on this GPU before it does any work —
-// the floor under issue 11's decode targets (bench/NOTES.md 23).
+// The latency floor (benchmark `latency_floor` of kvc_nvbench, linked into it: one binary and
+// one JSON per GPU session hold the ops and the floor under them): what a decode-sized kernel
+// costs on this GPU before it does any work, the floor under issue 11's decode targets
+// (bench/NOTES.md 23). Until issue 15 this was the program kvc_latency_floor.
 //
 // A decode call of Op A, Op B or the fused op is a chain of dependent memory round trips
 // (indices -> rows -> stores) in a few dozen blocks, so its time is launch overhead plus the
-// latency of that chain, not bandwidth. This program times kernels that do exactly such a
-// chain and nothing else: `trips` dependent loads through an L2-resident table (each
-// block's first load's result indexes the next), then one 16-byte store per thread, in 64
-// or 256 blocks of 128 threads (decode 64x2 and 256x2 of the ops), replayed in a CUDA graph
-// of 20 launches (median per launch, like kvc_bench), without and with PDL (griddepcontrol
-// wait first, then launch_dependents: the order every kvcompress kernel uses). An empty
-// kernel gives the launch-only floor.
+// latency of that chain, not bandwidth. These kernels do exactly such a chain and nothing
+// else: `Trips` dependent loads through an L2-resident table (each block's first load's
+// result indexes the next), the last one a 16-byte load of a row, then one 16-byte store per
+// thread, in `Blocks` blocks of 128 threads (64 and 256: decode 64x2 and 256x2 of the ops),
+// 20 launches per CUDA graph, without and with PDL (griddepcontrol wait first, then
+// launch_dependents: the order every kvcompress kernel uses). Trips=0 is an empty kernel with
+// the same PDL instructions: the launch-only floor.
 //
-//   kvc_latency_floor        (prints a Markdown table; exits 77 without a GPU)
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
+// Axes: Trips (0 to 4), Blocks (64, 256), PDL (0, 1). The number: nvbench's batch time per
+// launch (kvc/batch/time_per_launch: replays back to back, the table L2-hot as in the old
+// program's median over replays); the cold time (L2 flushed before each replay) reads the
+// table from HBM. scripts/bench_report.py prints both as RESULTS.md's "Latency floor" table.
+#include "bench_timing.cuh"  // nvbench, bench_problems.hpp
 
 #include <kvcompress/arch/pdl.cuh>
 
-namespace {
+#include <cuda_runtime.h>
 
-#define FLOOR_CHECK(x)                                                                  \
-  do {                                                                                  \
-    const cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+namespace {
 
 constexpr int kThreads = 128;
 constexpr int kTable = 1 << 16;  // ints: 256 KiB, L2-resident after the first replay
-constexpr int kLaunches = 20;
+constexpr int kRows = 1024;      // rows of kThreads int4 the chain's last load reads
+constexpr int kLaunches = bench::kMinLaunchesPerGraph;
 
-__global__ void empty_kernel() {
+__global__ void floor_empty_kernel() {
   kvc::arch::wait_for_prior_grids();
   kvc::arch::allow_dependent_grids();
 }
 
 // `trips` dependent loads (thread 0's chain decides the row every thread then loads), then
 // one 16-byte load of that row and one 16-byte store per thread.
-__global__ void chain_kernel(const int* __restrict__ table, const int4* __restrict__ rows,
-                             int4* __restrict__ out, int trips) {
+__global__ void floor_chain_kernel(const int* __restrict__ table, const int4* __restrict__ rows,
+                                   int4* __restrict__ out, int trips) {
   kvc::arch::wait_for_prior_grids();
   kvc::arch::allow_dependent_grids();
   int i = (blockIdx.x * 977) & (kTable - 1);
   for (int k = 0; k < trips - 1; ++k) i = __ldg(table + i);
-  int4 v = __ldg(rows + static_cast<size_t>(i & 1023) * kThreads + threadIdx.x);
+  int4 v = __ldg(rows + static_cast<size_t>(i & (kRows - 1)) * kThreads + threadIdx.x);
   v.x += 1;
   out[static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x] = v;
-}
-
-template <class Launch>
-double graph_us(cudaStream_t stream, const Launch& launch) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  FLOOR_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int k = 0; k < kLaunches; ++k) launch();
-  FLOOR_CHECK(cudaStreamEndCapture(stream, &graph));
-  FLOOR_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  FLOOR_CHECK(cudaEventCreate(&e0));
-  FLOOR_CHECK(cudaEventCreate(&e1));
-  std::vector<float> t;
-  for (int r = 0; r < 41; ++r) {
-    FLOOR_CHECK(cudaEventRecord(e0, stream));
-    FLOOR_CHECK(cudaGraphLaunch(exec, stream));
-    FLOOR_CHECK(cudaEventRecord(e1, stream));
-    FLOOR_CHECK(cudaEventSynchronize(e1));
-    float ms = 0.f;
-    FLOOR_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r > 0) t.push_back(ms * 1000.f / kLaunches);  // the first replay warms L2
-  }
-  std::sort(t.begin(), t.end());
-  FLOOR_CHECK(cudaEventDestroy(e0));
-  FLOOR_CHECK(cudaEventDestroy(e1));
-  FLOOR_CHECK(cudaGraphExecDestroy(exec));
-  FLOOR_CHECK(cudaGraphDestroy(graph));
-  return t[t.size() / 2];
 }
 
 template <class... Args>
@@ -96,52 +64,38 @@ void launch(void (*kernel)(Args...), int blocks, bool pdl, cudaStream_t stream, 
   config.stream = stream;
   config.attrs = attribute;
   config.numAttrs = pdl ? 1 : 0;
-  FLOOR_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+  bench::check(cudaLaunchKernelEx(&config, kernel, args...), "cudaLaunchKernelEx");
+}
+
+void bench_latency_floor(nvbench::state& state) {
+  const int trips = static_cast<int>(state.get_int64("Trips"));
+  const int blocks = static_cast<int>(state.get_int64("Blocks"));
+  const bool pdl = state.get_int64("PDL") != 0;
+  if (trips < 0 || blocks < 1) throw std::runtime_error("latency_floor: Trips >= 0 and Blocks >= 1");
+  std::vector<int> host(kTable);
+  for (int i = 0; i < kTable; ++i) host[i] = static_cast<int>((i * 40503u + 12345u) & (kTable - 1));
+  bench::Buffer<int> table;
+  table.upload(host);
+  bench::Buffer<int4> rows(size_t{kRows} * kThreads), out(static_cast<size_t>(blocks) * kThreads);
+  bench::check(cudaMemset(rows.ptr, 0, rows.n * sizeof(int4)), "cudaMemset");
+  bench::add_count_summary(state, "kvc/launches", "Launches", "kernels per nvbench launch (replay)", kLaunches);
+  const bench::CapturedGraph graph([&](cudaStream_t s) {
+    for (int k = 0; k < kLaunches; ++k) {
+      if (trips == 0)
+        launch(floor_empty_kernel, blocks, pdl, s);
+      else
+        launch(floor_chain_kernel, blocks, pdl, s, static_cast<const int*>(table.ptr),
+               static_cast<const int4*>(rows.ptr), out.ptr, trips);
+    }
+  });
+  bench::exec_graph(state, graph, kLaunches);
 }
 
 }  // namespace
 
-int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("kvc_latency_floor: no CUDA device, nothing measured\n");
-    return 77;
-  }
-  cudaDeviceProp prop;
-  FLOOR_CHECK(cudaGetDeviceProperties(&prop, 0));
-  cudaStream_t stream;
-  FLOOR_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::vector<int> host(kTable);
-  for (int i = 0; i < kTable; ++i) host[i] = static_cast<int>((i * 40503u + 12345u) & (kTable - 1));
-  int* table = nullptr;
-  int4 *rows = nullptr, *out = nullptr;
-  FLOOR_CHECK(cudaMalloc(&table, kTable * sizeof(int)));
-  FLOOR_CHECK(cudaMalloc(&rows, 1024 * kThreads * sizeof(int4)));
-  FLOOR_CHECK(cudaMalloc(&out, 256 * kThreads * sizeof(int4)));
-  FLOOR_CHECK(cudaMemcpy(table, host.data(), kTable * sizeof(int), cudaMemcpyHostToDevice));
-  FLOOR_CHECK(cudaMemset(rows, 0, 1024 * kThreads * sizeof(int4)));
-
-  std::printf("# kvc_latency_floor on %s (%d SMs): us per launch, graph of %d launches, median\n\n",
-              prop.name, prop.multiProcessorCount, kLaunches);
-  std::printf("| kernel | blocks | plain | PDL |\n|---|---|---|---|\n");
-  for (int blocks : {64, 256}) {
-    const double plain = graph_us(stream, [&] { launch(empty_kernel, blocks, false, stream); });
-    const double pdl = graph_us(stream, [&] { launch(empty_kernel, blocks, true, stream); });
-    std::printf("| empty | %d | %.2f | %.2f |\n", blocks, plain, pdl);
-    for (int trips : {1, 2, 3, 4}) {
-      const auto run = [&](bool with_pdl) {
-        return graph_us(stream, [&] {
-          launch(chain_kernel, blocks, with_pdl, stream, static_cast<const int*>(table),
-                 static_cast<const int4*>(rows), out, trips);
-        });
-      };
-      std::printf("| %d dependent load%s + store | %d | %.2f | %.2f |\n", trips, trips > 1 ? "s" : "",
-                  blocks, run(false), run(true));
-    }
-  }
-  FLOOR_CHECK(cudaFree(table));
-  FLOOR_CHECK(cudaFree(rows));
-  FLOOR_CHECK(cudaFree(out));
-  FLOOR_CHECK(cudaStreamDestroy(stream));
-  return 0;
-}
+NVBENCH_BENCH(bench_latency_floor)
+    .set_name("latency_floor")
+    .add_int64_axis("Trips", {0, 1, 2, 3, 4})
+    .add_int64_axis("Blocks", {64, 256})
+    .add_int64_axis("PDL", {0, 1})
+    .KVC_NVBENCH_LIMITS;

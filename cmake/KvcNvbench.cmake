@@ -1,19 +1,23 @@
 # SPDX-License-Identifier: Apache-2.0
-# nvbench for bench/kvc_nvbench.cu, from PyPI's cuda-bench wheel (`pip install cuda-bench==0.3.0`:
+# nvbench for bench/kvc_nvbench.cu (the benchmark), from PyPI's cuda-bench wheel (`pip install cuda-bench==0.3.0`:
 # nvbench's headers, libnvbench.so, libnvbench_main.a and a CMake package per CUDA major,
 # under cuda/bench/cu<major>/nvbench) or any nvbench install prefix.
 #
 #   KVC_NVBENCH      ON (default): look for nvbench; OFF: do not.
 #   KVC_NVBENCH_DIR  the nvbench prefix (holding include/nvbench and lib/). Empty: asks
 #                    python3 for the wheel's (cuda.bench.get_nvbench_prefix(<CUDA major>)).
+#   KVC_REQUIRE_NVBENCH  ON (the `bench` configure preset): without nvbench, stop the
+#                    configure with one line saying why and how to get it.
 #
 # Sets KVC_NVBENCH_FOUND and, when found, the imported targets nvbench::nvbench and
-# nvbench::main. Nothing here fails the configure: without nvbench one STATUS line says why.
+# nvbench::main. Without nvbench one STATUS line says why (a FATAL_ERROR line with
+# KVC_REQUIRE_NVBENCH).
 #
 # nvbench's own package config (lib/cmake/nvbench) needs CMake >= 3.30.4 (its
 # cmake_minimum_required would stop an older CMake with an error) and a CUDA::nvml target;
 # with an older CMake (Debian's 3.25, CI's) the same files are imported directly below.
 option(KVC_NVBENCH "Build kvc_nvbench when nvbench (pip install cuda-bench==0.3.0) is found" ON)
+option(KVC_REQUIRE_NVBENCH "Fail at configure time when nvbench is not found (the bench preset)" OFF)
 set(KVC_NVBENCH_DIR "" CACHE PATH
     "nvbench install prefix (include/nvbench, lib/libnvbench.so); empty: the cuda-bench wheel's, via python3")
 
@@ -37,11 +41,11 @@ else()
       if(kvc_nvb_rc EQUAL 0 AND IS_DIRECTORY "${kvc_nvb_out}")
         set(kvc_nvb_prefix "${kvc_nvb_out}")
       else()
-        string(CONCAT kvc_nvb_why "no cuda-bench wheel for CUDA ${kvc_nvb_cuda_major} in ${Python3_EXECUTABLE} "
-                        "(pip install cuda-bench==0.3.0, or set KVC_NVBENCH_DIR)")
+        string(CONCAT kvc_nvb_why "no cuda-bench wheel for CUDA ${kvc_nvb_cuda_major} in ${Python3_EXECUTABLE}: "
+                        "pip install cuda-bench==0.3.0 (or set KVC_NVBENCH_DIR)")
       endif()
     else()
-      set(kvc_nvb_why "no python3 to find the cuda-bench wheel (set KVC_NVBENCH_DIR)")
+      set(kvc_nvb_why "no python3 to find the cuda-bench wheel: pip install cuda-bench==0.3.0 (or set KVC_NVBENCH_DIR)")
     endif()
   endif()
   if(NOT kvc_nvb_prefix STREQUAL "")
@@ -100,6 +104,8 @@ if(KVC_NVBENCH_FOUND)
   get_filename_component(KVC_NVBENCH_LIBRARY_DIR "${kvc_nvb_location}" DIRECTORY)
   message(STATUS "kvcompress: nvbench found (${kvc_nvb_how}); target kvc_nvbench "
                  "(not in 'all': the bench preset or --target kvc_nvbench builds it)")
+elseif(KVC_REQUIRE_NVBENCH)
+  message(FATAL_ERROR "kvcompress: the benchmark needs nvbench: ${kvc_nvb_why}; nothing was built.")
 else()
   message(STATUS "kvcompress: kvc_nvbench not built: ${kvc_nvb_why}")
 endif()

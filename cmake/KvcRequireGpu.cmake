@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # KVC_REQUIRE_GPU=ON (the `bench` configure preset): stop at configure time, with one line,
-# when this machine has no usable NVIDIA GPU, instead of compiling kvc_bench for minutes to
+# when this machine has no usable NVIDIA GPU, instead of compiling kvc_nvbench for minutes to
 # have it skip. A GPU counts as usable when `nvidia-smi -L` lists one or, without
 # nvidia-smi, when the driver lists one under /proc/driver/nvidia/gpus. Turn it off
 # (-DKVC_REQUIRE_GPU=OFF) to build the bench on a machine without a GPU anyway.
