@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# GPU check of a build: device tests, the examples, the benchmark (when present), the torch
+# GPU check of a build: device tests, the examples, the benchmark (kvc_nvbench, when present:
+# its JSON, Markdown and scripts/bench_report.py's RESULTS.md in OUT_DIR; KVC_BENCH_ARGS adds
+# kvc_nvbench arguments, split at spaces, e.g. "--quick"; KVC_BENCH_TIMEOUT, default 600 s), the torch
 # package (KVC_TORCH_CHECK=1: `pip install --no-build-isolation --no-deps python/` from a
 # clean python/build, timed, then its pytest and examples/05_torch_op/example.py;
 # KVC_TORCH_TEST=0 skips those two), the peer comparison (KVC_PEER_CHECK=1:
@@ -11,7 +13,7 @@
 # skips both, KVC_ADVERSARIAL_ARGS adds arguments (e.g. "--filter A.r2."), and
 # KVC_ADVERSARIAL_JOBS (default 4) sets how many case processes run at once. Used on the
 # lent GPU machine:
-#   scripts/device_check.sh <dir holding kvc_device_tests [kvc_bench]> [out_dir]
+#   scripts/device_check.sh <dir holding kvc_device_tests [kvc_nvbench, libnvbench.so]> [out_dir]
 set -uo pipefail
 bin=${1:?usage: device_check.sh BIN_DIR [OUT_DIR]}
 out=${2:-${OUT:-/tmp/kvc_out}}
@@ -53,11 +55,12 @@ for ex in "$bin"/kvc_example_*; do
   timeout 60 "$ex" >"$out/$name.log" 2>&1
   result[$name]="rc=$? $(tail -n1 "$out/$name.log")"
 done
-if [[ -x "$bin/kvc_bench" ]]; then
-  run bench 240 "$bin/kvc_bench" --out "$out" ${KVC_BENCH_ARGS:-}
-  python3 "$(dirname "$0")/bench_report.py" "$out/bench.json" --commit "${KVC_COMMIT:-unknown}" \
-    --results "$out/RESULTS.md" --plot "$out/bench.png" >>"$out/bench.log" 2>&1
-  sed -n '/## Targets/,/## All/p' "$out/RESULTS.md"
+if [[ -x "$bin/kvc_nvbench" ]]; then
+  run bench "${KVC_BENCH_TIMEOUT:-600}" "$bin/kvc_nvbench" --json "$out/nvbench.json" --md "$out/nvbench.md" \
+    ${KVC_BENCH_ARGS:-}
+  python3 "$(dirname "$0")/bench_report.py" "$out/nvbench.json" --commit "${KVC_COMMIT:-unknown}" \
+    --results "$out/RESULTS.md" --plot "$out/bench.png" >>"$out/bench.log" 2>&1 &&
+    sed -n '/## Targets/,/## All/p' "$out/RESULTS.md"
 fi
 if [[ ${KVC_TORCH_CHECK:-0} == 1 ]]; then
   wait "$torch_pid"

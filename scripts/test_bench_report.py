@@ -11,8 +11,15 @@
   benchmarks and summaries, with skipped states, a state without the kvc/ per-launch
   summaries (the time is then nv/batch/time/gpu/mean / kvc/launches) and rows without a
   stream time;
-- kvc_bench's bench.json: a small file written by the test.
+- scripts/testdata/nvbench_axes.json, the same format with the axes added in issue 15's last
+  step: PDL on compress and insert, Data (rotating | hot), the latency_floor benchmark, a
+  state skipped for a reason and one that failed ("Unexpected error: ..."); written by
+  scripts/testdata/make_nvbench_axes.py in the structure of nvbench_small.json;
+- kvc_bench's bench.json (the benchmark before kvc_nvbench): a small file written by the test
+  and the recorded bench/results.json, which must stay readable.
 """
+import contextlib
+import io
 import json
 import os
 import sys
@@ -25,6 +32,8 @@ sys.path.insert(0, HERE)
 import bench_report  # noqa: E402
 
 FIXTURE = os.path.join(HERE, "testdata", "nvbench_small.json")
+FIXTURE_AXES = os.path.join(HERE, "testdata", "nvbench_axes.json")
+RECORDED = os.path.join(HERE, "..", "bench", "results.json")
 
 
 def run_report(path, tmp):
@@ -114,7 +123,103 @@ class NvbenchInput(unittest.TestCase):
         self.assertIn("| decode 64x2 | 128 | 2 | compress | - | 0.40 | 1.70 | 5.20 | 2.10 | 234 | - |", md)
 
 
+class NvbenchAxes(unittest.TestCase):
+    def setUp(self):
+        self.data = bench_report.load(FIXTURE_AXES)
+        self.rows = {(r["op"], r["layout"], r["shape"], r["ratio"], r["data"]): r for r in self.data["rows"]}
+
+    def test_pdl_rows_of_single_ops(self):
+        r = self.rows[("compress pdl", "-", "decode 64x2", 2, "rotating")]
+        self.assertAlmostEqual(r["graph_us"], 1.40, places=6)
+        self.assertAlmostEqual(r["stream_us"], 4.90, places=6)
+        self.assertAlmostEqual(r["pct_copy"], 100 * 1.30 / 1.40, places=6)  # compress's copy
+        r = self.rows[("insert pdl", "fp8_ds_mla", "decode 64x2", 2, "rotating")]
+        self.assertAlmostEqual(r["graph_us"], 1.90, places=6)
+        self.assertAlmostEqual(r["pct_copy"], 100 * 1.28 / 1.90, places=6)  # insert fp8_ds_mla's copy
+        self.assertNotIn(("insert pdl", "nvfp4", "decode 64x2", 2, "rotating"), self.rows)  # skipped state
+
+    def test_hot_rows_are_separate(self):
+        hot = self.rows[("compress", "-", "decode 64x2", 2, "hot")]
+        rot = self.rows[("compress", "-", "decode 64x2", 2, "rotating")]
+        self.assertAlmostEqual(hot["graph_us"], 1.50, places=6)
+        self.assertAlmostEqual(rot["graph_us"], 1.70, places=6)
+        self.assertIsNone(hot["stream_us"])
+
+    def test_row_order(self):
+        order = [(r["data"], r["op"], r["layout"]) for r in self.data["rows"]]
+        self.assertEqual(order, [
+            ("rotating", "compress", "-"), ("rotating", "compress pdl", "-"), ("rotating", "insert", "fp8_ds_mla"),
+            ("rotating", "insert", "nvfp4"), ("rotating", "insert pdl", "fp8_ds_mla"), ("hot", "compress", "-")])
+
+    def test_failed_state_is_reported_not_a_row(self):
+        self.assertEqual(len(self.data["failed"]), 1)
+        bench, state, reason = self.data["failed"][0]
+        self.assertEqual(bench, "compress")
+        self.assertIn("Ratio=4", state)
+        self.assertTrue(reason.startswith("Unexpected error"))
+        self.assertFalse(any(r["ratio"] == 4 for r in self.data["rows"]))
+
+    def test_latency_floor(self):
+        floor = {(f["trips"], f["blocks"], f["pdl"]): f for f in self.data["latency_floor"]}
+        self.assertEqual(len(floor), 5)
+        self.assertAlmostEqual(floor[(2, 64, 1)]["us"], 1.60, places=6)
+        self.assertAlmostEqual(floor[(2, 64, 1)]["cold_us"], 3.10, places=6)
+
+    def test_results_md(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            md = run_report(FIXTURE_AXES, tmp)
+        self.assertIn("- **1 state(s) failed**; the first: compress `Device=0 Ratio=4 Shape=decode 64x2 PDL=0 "
+                      "Data=rotating Launch=graph`: Unexpected error: kvc::compress:", md)
+        # PDL table: the single ops too; hot rows stay out of it and out of the targets
+        self.assertIn("| decode 64x2 | 2 | compress | 1.70 | 1.40 | 5.20 | 4.90 |", md)
+        self.assertIn("| decode 64x2 | 2 | insert | 2.30 | 1.90 | - | - |", md)
+        self.assertIn("| decode 64x2 | 128 | 2 | compress (hot) | - | 0.40 | 1.50 | - | 2.00 | 265 | 86.7 |", md)
+        self.assertIn("| decode 64x2 | 128 | 2 | compress pdl | - | 0.40 | 1.40 | 4.90 | 1.90 | 284 | 92.9 |", md)
+        self.assertIn("## Latency floor", md)
+        self.assertIn("| empty | 64 | 1.10 | 0.80 | 1.50 | 1.20 |", md)
+        self.assertIn("| 2 dependent loads + store | 64 | 2.00 | 1.60 | 3.50 | 3.10 |", md)
+        self.assertIn("| 2 dependent loads + store | 256 | 2.20 | - | 3.90 | - |", md)
+        self.assertNotIn("kvc_bench", md)
+
+
+class ReportCommandLine(unittest.TestCase):
+    def run_main(self, argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = bench_report.main(argv)
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_missing_json(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            missing = os.path.join(tmp, "nvbench.json")
+            rc, _, err = self.run_main([missing, "--results", os.path.join(tmp, "R.md")])
+            self.assertEqual(rc, 1)
+            self.assertIn("does not exist", err)
+            rc, _, _ = self.run_main([missing, "--skip-missing", "--results", os.path.join(tmp, "R.md")])
+            self.assertEqual(rc, 77)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "R.md")))
+
+    def test_print(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rc, out, _ = self.run_main([FIXTURE_AXES, "--print", "--commit", "abc1234", "--results",
+                                        os.path.join(tmp, "R.md"), "--plot", os.path.join(tmp, "p.png")])
+            self.assertEqual(rc, 0)
+            with open(os.path.join(tmp, "R.md")) as f:
+                self.assertIn(f.read(), out)
+
+
 class KvcBenchInput(unittest.TestCase):
+    def test_recorded_results_json_stays_readable(self):
+        data = bench_report.load(RECORDED)
+        self.assertNotIn("source", data)  # kvc_bench's format, read as it is
+        ops = {r["op"] for r in data["rows"]}
+        self.assertTrue({"compress", "compress pdl", "insert", "insert pdl", "fused", "A+B", "A+B pdl"} <= ops, ops)
+        with tempfile.TemporaryDirectory() as tmp:
+            md = run_report(RECORDED, tmp)
+        self.assertIn("measured with kvc_bench (the benchmark before kvc_nvbench", md)
+        self.assertIn("## Programmatic dependent launch (fp8_ds_mla)", md)
+        self.assertNotIn("cold us", md)
+
     def test_bench_json_unchanged_format(self):
         data = {"gpu": "NVIDIA H200", "sms": 132, "l2_bytes": 62914560, "empty_kernel_us": 0.621,
                 "copy_512MiB_gbps": 3889.1, "rows": [
