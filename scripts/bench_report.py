@@ -7,8 +7,8 @@
 
 JSON is kvc_nvbench's nvbench --json output (build/default/bench/nvbench.json after
 `cmake --workflow --preset bench`; docs/measuring.md): from_nvbench() maps its states to
-rows. Results recorded before issue 15 are kvc_bench's bench.json (e.g. bench/results.json:
-a "rows" list); load() reads both. --print also writes the Markdown to stdout;
+rows. Results recorded before issue 15 are kvc_bench's bench.json (e.g.
+bench/history/results-2fed0fa-kvc_bench.json: a "rows" list); load() reads both. --print also writes the Markdown to stdout;
 --skip-missing exits 77 (ctest's skip code) instead of 1 when JSON does not exist. The plot
 (matplotlib, skipped with a note when it is missing) shows % of the copy bandwidth against
 tokens, one line per op/layout/ratio.

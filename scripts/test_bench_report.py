@@ -16,7 +16,9 @@
   state skipped for a reason and one that failed ("Unexpected error: ..."); written by
   scripts/testdata/make_nvbench_axes.py in the structure of nvbench_small.json;
 - kvc_bench's bench.json (the benchmark before kvc_nvbench): a small file written by the test
-  and the recorded bench/results.json, which must stay readable.
+  and the recorded bench/history/results-2fed0fa-kvc_bench.json, which must stay readable;
+- bench/results.json, the data of bench/RESULTS.md's generated tables (kvc_nvbench's JSON as
+  the report reads it): the tables it regenerates are the ones RESULTS.md holds.
 """
 import contextlib
 import io
@@ -33,7 +35,9 @@ import bench_report  # noqa: E402
 
 FIXTURE = os.path.join(HERE, "testdata", "nvbench_small.json")
 FIXTURE_AXES = os.path.join(HERE, "testdata", "nvbench_axes.json")
-RECORDED = os.path.join(HERE, "..", "bench", "results.json")
+RECORDED = os.path.join(HERE, "..", "bench", "history", "results-2fed0fa-kvc_bench.json")
+RESULTS_JSON = os.path.join(HERE, "..", "bench", "results.json")
+RESULTS_MD = os.path.join(HERE, "..", "bench", "RESULTS.md")
 
 
 def run_report(path, tmp):
@@ -219,6 +223,18 @@ class KvcBenchInput(unittest.TestCase):
         self.assertIn("measured with kvc_bench (the benchmark before kvc_nvbench", md)
         self.assertIn("## Programmatic dependent launch (fp8_ds_mla)", md)
         self.assertNotIn("cold us", md)
+
+    def test_recorded_results_match_results_md(self):
+        # bench/RESULTS.md's generated part (Targets to the end) is what bench/results.json gives.
+        data = bench_report.load(RESULTS_JSON)
+        self.assertEqual(data.get("source"), "kvc_nvbench")
+        with tempfile.TemporaryDirectory() as tmp:
+            md = run_report(RESULTS_JSON, tmp)
+        generated = md[md.index("## Targets"):]
+        with open(RESULTS_MD) as f:
+            recorded = f.read()
+        self.assertIn("## Latency floor", generated)
+        self.assertEqual(recorded[recorded.index("## Targets"):], generated)
 
     def test_bench_json_unchanged_format(self):
         data = {"gpu": "NVIDIA H200", "sms": 132, "l2_bytes": 62914560, "empty_kernel_us": 0.621,
