@@ -35,22 +35,4 @@ static_assert(kvc::InsertConfig<2, 512>::tokens_per_block(128) == 2 &&
                   kvc::InsertConfig<1, 512>::tokens_per_block(256) == 1 &&
                   kvc::InsertConfig<2, 512>::kThreads == 128 && kvc::InsertConfig<2, 128>::kThreads == 64,
               "ratio 2: one record per block at decode, 16 per block for a 32k prefill");
-
-// The kernel's launch argument (insert_launch_args): the window choice, the cache bound
-// (num_pages * block_size, or none), the error counters as given.
-constexpr kvc::InsertParams insert_params_with(int64_t tokens, int64_t pages, int block_size,
-                                               kvc::ErrorCounters* errors) {
-  kvc::InsertParams p;
-  p.num_tokens = tokens;
-  p.record.cache.num_pages = pages;
-  p.record.cache.block_size = block_size;
-  p.errors = errors;
-  return p;
-}
-constexpr kvc::InsertLaunch bounded = kvc::insert_launch_args<2, 512>(insert_params_with(4096, 100, 64, nullptr));
-constexpr kvc::InsertLaunch unbounded = kvc::insert_launch_args<2, 512, 32>(insert_params_with(32768, -1, 64, nullptr));
-static_assert(bounded.tokens_per_block == 4 && bounded.cache_slot_end == 6400 && bounded.errors == nullptr,
-              "insert_launch_args: window and cache bound");
-static_assert(unbounded.tokens_per_block == 32 && unbounded.cache_slot_end == INT64_MAX,
-              "insert_launch_args: no num_pages, no bound");
 }  // namespace

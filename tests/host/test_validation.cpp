@@ -1151,31 +1151,3 @@ TEST_CASE("required_pointers_set: true for every validated launch; its pointers 
     CHECK_FALSE(kvc::insert_can_implement(c).ok());
   }
 }
-
-// Op B's kernel takes the cache bound as a launch argument (InsertLaunch::cache_slot_end, from
-// cache_slot_end) and writes nothing when it is negative (its test before the PDL wait). Every
-// cache the validation accepts gives a bound >= 0, exactly num_pages * block_size, or no bound.
-TEST_CASE("cache_slot_end: num_pages * block_size, INT64_MAX without num_pages, never negative when valid") {
-  kvc::CacheParams c;
-  c.block_size = 64;
-  c.num_pages = -1;
-  CHECK(kvc::cache_slot_end(c) == std::numeric_limits<int64_t>::max());
-  c.num_pages = 0;
-  CHECK(kvc::cache_slot_end(c) == 0);
-  c.num_pages = 4096;
-  CHECK(kvc::cache_slot_end(c) == 4096 * 64);
-  c.block_size = 3;
-  c.num_pages = int64_t{1} << 40;
-  CHECK(kvc::cache_slot_end(c) == 3 * (int64_t{1} << 40));
-  for (int ratio : {1, 2}) {
-    for (int64_t pages : {int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{4096}}) {
-      INFO("ratio ", ratio, ", num_pages ", pages);
-      kvc::InsertParams b = valid_insert(ratio);
-      b.record.cache.num_pages = pages;
-      REQUIRE(kvc::insert_can_implement(b).ok());
-      CHECK(kvc::cache_slot_end(b.record.cache) >= 0);
-      CHECK(kvc::cache_slot_end(b.record.cache) ==
-            (pages < 0 ? std::numeric_limits<int64_t>::max() : pages * b.record.cache.block_size));
-    }
-  }
-}

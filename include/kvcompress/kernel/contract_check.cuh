@@ -262,7 +262,7 @@ __device__ __forceinline__ bool contract_writes_record(const RecordContract& c, 
   if (slot < 0) return false;
   const int64_t pos = c.positions.load(t);
   if (pos < 0 || (pos + 1) % c.ratio != 0) return false;
-  if (c.num_pages >= 0 && slot >= c.num_pages * c.block_size) return false;  // cache_slot_end
+  if (c.num_pages >= 0 && slot >= c.num_pages * c.block_size) return false;
   if ((pos / c.ratio) * c.ratio >= c.cos_sin_rows) return false;
   return c.ring_slot.data == nullptr || c.ring_slot.load(t) >= 0;
 }

@@ -120,17 +120,17 @@ KVC_DEVICE bool record_candidate(const RecordArgs& r, int64_t pos, int64_t slot,
   return closes && group_pos < r.cos_sin_rows;
 }
 
-/// The second step: the lanes whose candidate token writes a record (its slot below the
-/// cache's bound `slot_end`, InsertLaunch::cache_slot_end), as a ballot; skips of both steps
-/// are counted as record_target counts them, by the lane with `counter` set, only when
-/// `errors` is given. Both come from the launch argument InsertLaunch, whose constant line
-/// the kernel reads before its PDL wait: taken from `record.cache` and InsertParams::errors,
-/// in the line the kernel reads after the wait, they put a constant-cache miss between the
-/// index loads and the records (bench/NOTES.md 30, 33). Every lane of the warp calls it.
+/// The second step: the lanes whose candidate token writes a record (its slot inside the
+/// cache's bound, num_pages), as a ballot; skips of both steps are counted as record_target
+/// counts them, by the lane with `counter` set, only when `errors` is given. It reads the
+/// parameters' last line (record.cache, errors), whose constant-cache miss comes after the
+/// wait: call it after the candidates' loads are issued, so the miss overlaps them (it cost
+/// Op B 4-6 % at decode where it preceded them, bench/NOTES.md 30). Every lane of the warp
+/// calls it.
 template <int Ratio>
-KVC_DEVICE unsigned record_writers_warp(int64_t pos, int64_t slot, bool candidate, int64_t slot_end,
+KVC_DEVICE unsigned record_writers_warp(const RecordArgs& r, int64_t pos, int64_t slot, bool candidate,
                                         ErrorCounters* errors, bool counter) {
-  const bool in_cache = slot < slot_end;
+  const bool in_cache = r.cache.num_pages < 0 || slot < r.cache.num_pages * r.cache.block_size;
   if (errors != nullptr) {  // uniform
     const bool has_slot = slot >= 0;
     const bool closes = has_slot && pos >= 0 && (pos + 1) % Ratio == 0;
@@ -184,23 +184,13 @@ KVC_DEVICE void write_record(const RecordArgs& r, Row& row, int64_t slot, const 
 
 }  // namespace detail
 
-/// The kernel's second argument for params `p` (validated) and threads per record RowThreads.
-template <int Ratio, int HeadDim, int RowThreads = 0>
-KVC_HOST_DEVICE constexpr InsertLaunch insert_launch_args(const InsertParams& p) {
-  InsertLaunch a;
-  a.tokens_per_block = InsertConfig<Ratio, HeadDim, RowThreads>::tokens_per_block(p.num_tokens);
-  a.cache_slot_end = cache_slot_end(p.record.cache);
-  a.errors = p.errors;
-  return a;
-}
-
 /// Op B (rope_quant_insert). The rope style is a run-time choice inside the kernel. Launch
-/// with InsertConfig<..., RowThreads>::kThreads threads, `launch` =
-/// insert_launch_args<...>(p) and ceil(T / launch.tokens_per_block) blocks; kvc::insert()
+/// with InsertConfig<..., RowThreads>::kThreads threads, tokens_per_block =
+/// InsertConfig::tokens_per_block(T) and ceil(T / tokens_per_block) blocks; kvc::insert()
 /// does this after validation, with RowThreads = 32 from kWarpRecordMinTokens tokens.
 template <int Ratio, int HeadDim, class Layout, int RowThreads = 0>
 __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThreads)
-    insert_kernel(const InsertParams p, const InsertLaunch launch) {
+    insert_kernel(const InsertParams p, const int tokens_per_block) {
   using Cfg = InsertConfig<Ratio, HeadDim, RowThreads>;
   using Row = typename Cfg::Row;
   constexpr int E = Cfg::kVecElems;
@@ -209,15 +199,12 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
 
   const int lane = threadIdx.x % 32;                // one token per lane
   const int thread = threadIdx.x % Cfg::kRowThreads;  // channel slice of every record
-  const int window = launch.tokens_per_block / Cfg::kGroups;  // tokens per row group, <= 32
-  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * launch.tokens_per_block +
+  const int window = tokens_per_block / Cfg::kGroups;  // tokens per row group, <= 32
+  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * tokens_per_block +
                      (threadIdx.x / Cfg::kRowThreads) * window;
   // Uniform over the record's threads (a warp or the block). Decided before the PDL wait,
-  // so the parameters' constant-cache misses come before it (arch/pdl.cuh). A negative
-  // cache bound (never made by insert_launch_args) writes nothing; testing it here makes
-  // ptxas read the launch argument's line through the uniform path, the one the decision
-  // after the wait reads it through (bench/NOTES.md 33).
-  if ((w0 >= p.num_tokens) | !required_pointers_set(p) | (launch.cache_slot_end < 0)) return;
+  // so the parameters' constant-cache misses come before it (arch/pdl.cuh).
+  if ((w0 >= p.num_tokens) | !required_pointers_set(p)) return;
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
   arch::wait_for_prior_grids();
   arch::allow_dependent_grids();
@@ -262,8 +249,8 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
       for (int j = 0; j < S; ++j)
         if (candidates >> j & 1u) angles[j] = angles_of(j);
       // The row group's first thread counts skipped tokens (every warp sees the same ones).
-      const unsigned writers = detail::record_writers_warp<Ratio>(
-          pos, slot, candidate, launch.cache_slot_end, launch.errors, thread == 0);
+      const unsigned writers =
+          detail::record_writers_warp<Ratio>(p.record, pos, slot, candidate, p.errors, thread == 0);
       if (writers == 0u) return;  // uniform over the record's threads
       // One copy of the record code: the writer's row and angles by element-wise selects.
 #pragma unroll 1
@@ -288,8 +275,8 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
 
   // The row group's first thread counts skipped tokens (every warp sees the same ones).
   const bool candidate = detail::record_candidate<Ratio>(p.record, pos, slot, group_pos);
-  unsigned writers = detail::record_writers_warp<Ratio>(pos, slot, candidate, launch.cache_slot_end,
-                                                        launch.errors, thread == 0);
+  unsigned writers =
+      detail::record_writers_warp<Ratio>(p.record, pos, slot, candidate, p.errors, thread == 0);
   if (writers == 0u) return;  // uniform over the record's threads
 
   // 2. Records one after another, each one's loads in flight while the previous is written.

@@ -41,18 +41,6 @@ struct InsertParams {
   ErrorCounters* errors = nullptr;         // optional, device memory: counts of skipped tokens (core/error_counters.hpp)
 };
 
-/// What insert_kernel takes beside its params, derived from them by the launch
-/// (insert_launch_args; kvc::insert and kvc::launch_insert do it). It sits in the parameter
-/// line after InsertParams, which the kernel reads before its PDL wait (arch/pdl.cuh): the
-/// cache bound and the error counters are here rather than taken from `record.cache` and
-/// `errors`, whose line is read after the wait, so the decision of which tokens write needs
-/// no constant-cache miss in front of the records (bench/NOTES.md 30, 33).
-struct InsertLaunch {
-  int tokens_per_block = 0;          // InsertConfig::tokens_per_block(num_tokens)
-  int64_t cache_slot_end = 0;        // cache_slot_end(record.cache): slots at or past it are skipped
-  ErrorCounters* errors = nullptr;   // InsertParams::errors
-};
-
 /// Whether the pointers of an Op B launch's first round trip are set: the latent, the
 /// positions, the cache slots and the cos/sin table, and the two index arrays' types valid
 /// (the host validation requires all of them, and the cache itself). The kernel tests it

@@ -21,11 +21,11 @@ namespace detail {
 template <int Ratio, int HeadDim, class Layout, int RowThreads>
 Status launch_insert_rows(const InsertParams& p, cudaStream_t stream, const LaunchOptions& options) {
   using Cfg = InsertConfig<Ratio, HeadDim, RowThreads>;
-  const InsertLaunch launch = insert_launch_args<Ratio, HeadDim, RowThreads>(p);
-  const int64_t blocks = (p.num_tokens + launch.tokens_per_block - 1) / launch.tokens_per_block;
+  const int window = Cfg::tokens_per_block(p.num_tokens);
+  const int64_t blocks = (p.num_tokens + window - 1) / window;
   return launch_kernel("insert_kernel", insert_kernel<Ratio, HeadDim, Layout, RowThreads>,
                        dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream, options,
-                       p, launch);
+                       p, window);
 }
 
 /// ... with the record mapping for the call's size: a warp per record from

@@ -45,12 +45,6 @@ struct CacheParams {
   const float* scale = nullptr;   // [1] fp32 per-tensor scale (Encoding::kE4m3Tensor), device memory
 };
 
-/// The first cache slot that writes no record: num_pages * block_size, or INT64_MAX without
-/// a bound (num_pages < 0). The host validation rejects a product that overflows.
-KVC_HOST_DEVICE constexpr int64_t cache_slot_end(const CacheParams& c) {
-  return c.num_pages < 0 ? INT64_MAX : c.num_pages * c.block_size;
-}
-
 // ---------------------------------------------------------------------------------------
 // Encodings of a segment's channels (the codecs are in functor/record_codec.hpp).
 
