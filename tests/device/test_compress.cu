@@ -106,13 +106,16 @@ TEST_CASE("Op A: split groups in calls of >= 16 R tokens") {
   }
 }
 
-TEST_CASE("Op A: both row mappings, just below and at kWarpRowMinWindows windows") {
-  // Calls of fewer than kWarpRowMinWindows R-token windows spread a row over a block, larger
-  // ones hold a row per warp: each side of the switch, with long chunks at odd starts (head
-  // groups, ring tails longer than the ring), decode requests and padding.
+TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_rows)") {
+  // Small calls spread a row over a block, large ones hold a row per warp: kWarpRowMinWindows
+  // R-token windows, or kWarpRowPrefillMinWindows when the requests are long (these batches:
+  // two long chunks and 40 one-token requests, so ratios > 1 switch at the lower count).
+  // Each side of the switch, with long chunks at odd starts (head groups, ring tails longer
+  // than the ring), decode requests and padding.
   std::mt19937_64 rng(15);
   for (int ratio : {1, 2, 4})
-    for (int64_t windows : {kvc::kWarpRowMinWindows - 1, kvc::kWarpRowMinWindows}) {
+    for (int64_t windows : {kvc::kWarpRowPrefillMinWindows - 1, kvc::kWarpRowPrefillMinWindows,
+                            kvc::kWarpRowMinWindows - 1, kvc::kWarpRowMinWindows}) {
       const int64_t T = windows * ratio;
       const int decode = 40, padding = 3;
       const int64_t rest = T - decode - padding;
@@ -121,6 +124,10 @@ TEST_CASE("Op A: both row mappings, just below and at kWarpRowMinWindows windows
       for (int i = 0; i < decode; ++i) s.requests.push_back({1, 1000 + 13 * i});
       Batch b = kvctest::make_batch(rng, s);
       REQUIRE(b.num_tokens() == T);
+      // Which side of the switch this call is on (ratio 1 has no requests: windows only).
+      const int64_t reqs = ratio > 1 ? 2 + decode : 0;
+      const bool warp_rows = windows >= (ratio > 1 ? kvc::kWarpRowPrefillMinWindows : kvc::kWarpRowMinWindows);
+      REQUIRE(kvc::use_warp_rows(windows, T, reqs) == warp_rows);
       for (bool bf16 : {false, true})
         run_batch(Batch(b), Variant{bf16, ratio == 2}, rng, "windows " + std::to_string(windows));
     }

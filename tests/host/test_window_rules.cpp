@@ -7,6 +7,7 @@
 // with a colliding store has a head group that defers the stores.
 #include <doctest/doctest.h>
 
+#include <kvcompress/kernel/compress_params.hpp>
 #include <kvcompress/kernel/window_rules.hpp>
 
 #include <algorithm>
@@ -172,4 +173,28 @@ TEST_CASE("small-ratio window rules match the chunk-bound definitions (ratios 3,
   check_ratio<4>(8, 2000);
   check_ratio<4>(16, 2000);
   check_ratio<8>(16, 2000);
+}
+
+// Which row mapping a small-ratio Op A / fused call gets (kernel/compress_params.hpp): a warp
+// per row from kWarpRowMinWindows windows, or from kWarpRowPrefillMinWindows windows when the
+// requests average kWarpRowMinTokensPerRequest tokens or more; a block per row below.
+TEST_CASE("use_warp_rows: decode steps keep block rows, large and prefill-heavy calls get warp rows") {
+  using kvc::use_warp_rows;
+  // The shapes of the benchmark at ratio 2: decode 64x2, 256x2, 1024x4, 128x6 (block rows),
+  // prefill 1x8192 (warp rows), mixed 2x2048 + 192x2 (194 requests, 4480 tokens: warp rows).
+  CHECK_FALSE(use_warp_rows(64, 128, 64));
+  CHECK_FALSE(use_warp_rows(256, 512, 256));
+  CHECK_FALSE(use_warp_rows(2048, 4096, 1024));
+  CHECK_FALSE(use_warp_rows(384, 768, 128));
+  CHECK(use_warp_rows(4096, 8192, 1));
+  CHECK(use_warp_rows(2240, 4480, 194));
+  // The edges: windows, tokens per request, and an unknown request count (ratio 1: no qsl).
+  CHECK(use_warp_rows(kvc::kWarpRowMinWindows, 8192, 8192));
+  CHECK_FALSE(use_warp_rows(kvc::kWarpRowMinWindows - 1, 8190, 8190));
+  CHECK(use_warp_rows(kvc::kWarpRowPrefillMinWindows, 4096, 4096 / kvc::kWarpRowMinTokensPerRequest));
+  CHECK_FALSE(use_warp_rows(kvc::kWarpRowPrefillMinWindows, 4096, 4096 / kvc::kWarpRowMinTokensPerRequest + 1));
+  CHECK_FALSE(use_warp_rows(kvc::kWarpRowPrefillMinWindows - 1, 4094, 1));
+  CHECK_FALSE(use_warp_rows(3000, 3000, 0));
+  CHECK(use_warp_rows(4096, 4096, 0));
+  static_assert(kvc::kWarpRowPrefillMinWindows <= kvc::kWarpRowMinWindows, "the prefill rule only lowers the switch");
 }

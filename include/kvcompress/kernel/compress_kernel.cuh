@@ -26,8 +26,8 @@ KVC_NAMESPACE_BEGIN
 /// batch and refreshes the ring (contract §1). The fused op is this kernel with an epilogue that
 /// also writes the cache record (fused_kernel.cuh). Launch with CompressConfig<..., RowThreads>
 /// ::kThreads threads and ceil(num_tokens / CompressConfig::kTokensPerBlock) blocks;
-/// kvc::compress() does this after validation, with RowThreads = 32 for calls of
-/// kWarpRowMinWindows windows or more, else the default.
+/// kvc::compress() does this after validation, with RowThreads = 32 for the calls
+/// use_warp_rows picks (compress_params.hpp), else the default.
 template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, int RowThreads = 0>
 __global__ void __launch_bounds__(
     CompressConfig<Ratio, HeadDim, In, RowThreads>::kThreads,

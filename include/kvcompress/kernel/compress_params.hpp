@@ -41,6 +41,29 @@ struct CompressParams {
   ErrorCounters* errors = nullptr;  // optional, device memory: counts of skipped tokens (core/error_counters.hpp)
 };
 
+/// Small ratios: calls of at least this many R-token windows hold one row per warp (they
+/// fill the GPU with warps, and a row per block costs them the replicated index work and a
+/// block per window); smaller calls (decode steps) spread a row over a block's threads.
+/// Measured on the H200 (bench/NOTES.md 15): at 2048 windows (decode 1024x4) the block rows
+/// are faster, at 4096 (prefill 1x8192, R = 2) the warp rows.
+constexpr int64_t kWarpRowMinWindows = 4096;
+/// ... and from this many windows when the call's requests average at least
+/// kWarpRowMinTokensPerRequest tokens (chunked prefill, mixed batches): their windows are
+/// inside long chunks, streaming without ring reads or ring tails, where the warp rows'
+/// shorter total instruction stream wins. Measured on an H100 (bench/NOTES.md 34): at 2240
+/// windows, mixed 2x2048 + 192x2 (23 tokens a request) Op A -6 to -8 % with warp rows;
+/// decode 1024x4 (2048 windows, 4 tokens a request) +1 to +5 %.
+constexpr int64_t kWarpRowPrefillMinWindows = 2048;
+constexpr int64_t kWarpRowMinTokensPerRequest = 16;
+
+/// Whether a small-ratio Op A / fused call holds a row per warp (else a row per block):
+/// `num_reqs` is qsl_size - 1 where qsl is given (ratios > 1), else 0 (unknown).
+KVC_HOST_DEVICE constexpr bool use_warp_rows(int64_t windows, int64_t num_tokens, int64_t num_reqs) {
+  return windows >= kWarpRowMinWindows ||
+         (windows >= kWarpRowPrefillMinWindows && num_reqs > 0 &&
+          num_tokens >= kWarpRowMinTokensPerRequest * num_reqs);
+}
+
 /// Whether the pointers every Op A launch at `Ratio` reads are set and the index arrays'
 /// types valid (the host validation requires them; `latent` may be null in the fused op,
 /// `errors` always). The kernel tests it before its PDL wait, which also reads a field of

@@ -30,13 +30,6 @@
 
 KVC_NAMESPACE_BEGIN
 
-/// Small ratios: calls of at least this many R-token windows hold one row per warp (they
-/// fill the GPU with warps, and a row per block costs them the replicated index work and a
-/// block per window); smaller calls (decode steps) spread a row over kRowThreads threads.
-/// Measured on the H200 (bench/NOTES.md 15): at 2048 windows (decode 1024x4) the block rows
-/// are faster, at 4096 (prefill 1x8192, R = 2) the warp rows.
-constexpr int64_t kWarpRowMinWindows = 4096;
-
 /// Compile-time shape of the Op A kernel for one (Ratio, HeadDim, element type). RowThreads:
 /// the threads holding one row at small ratios, 0 for the default (default_row_threads:
 /// 128 at head dim 512) or 32 (a warp per row); the launch picks one by call size.

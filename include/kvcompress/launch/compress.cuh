@@ -47,8 +47,9 @@ Status launch_compress_rows(const char* name, const CompressParams& p, cudaStrea
                        p, epilogue);
 }
 
-/// ... with the row mapping for the call's size: at small ratios, a warp per row for calls
-/// of kWarpRowMinWindows windows or more, the default (a block per row) below.
+/// ... with the row mapping for the call's size: at small ratios, a warp per row for large
+/// calls (use_warp_rows: kWarpRowMinWindows windows, or kWarpRowPrefillMinWindows of long
+/// requests), the default (a block per row) below.
 template <int Ratio, int HeadDim, typename In, class Epilogue>
 Status launch_compress_unchecked(const char* name, const CompressParams& p, cudaStream_t stream,
                                  const LaunchOptions& options, const Epilogue& epilogue) {
@@ -61,7 +62,7 @@ Status launch_compress_unchecked(const char* name, const CompressParams& p, cuda
 #endif
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
   if constexpr (!Cfg::kSplitGroup && Cfg::kRowThreads > 32) {
-    if (p.num_tokens / Ratio >= kWarpRowMinWindows)
+    if (use_warp_rows(p.num_tokens / Ratio, p.num_tokens, Ratio > 1 ? p.qsl_size - 1 : 0))
       return launch_compress_rows<Ratio, HeadDim, In, 32>(name, p, stream, options, epilogue);
   }
   return launch_compress_rows<Ratio, HeadDim, In, 0>(name, p, stream, options, epilogue);
