@@ -108,8 +108,9 @@ TEST_CASE("Op A: split groups in calls of >= 16 R tokens") {
 
 TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_rows)") {
   // Small calls spread a row over a block, large ones hold a row per warp: kWarpRowMinWindows
-  // R-token windows, or kWarpRowPrefillMinWindows when the requests are long (these batches:
-  // two long chunks and 40 one-token requests, so ratios > 1 switch at the lower count).
+  // R-token windows, or at ratio 2 kWarpRowPrefillMinWindows when the requests are long
+  // (these batches: two long chunks and 40 one-token requests, so ratio 2 switches at the
+  // lower count, ratios 1 and 4 at the higher).
   // Each side of the switch, with long chunks at odd starts (head groups, ring tails longer
   // than the ring), decode requests and padding.
   std::mt19937_64 rng(15);
@@ -126,8 +127,8 @@ TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_
       REQUIRE(b.num_tokens() == T);
       // Which side of the switch this call is on (ratio 1 has no requests: windows only).
       const int64_t reqs = ratio > 1 ? 2 + decode : 0;
-      const bool warp_rows = windows >= (ratio > 1 ? kvc::kWarpRowPrefillMinWindows : kvc::kWarpRowMinWindows);
-      REQUIRE(kvc::use_warp_rows(windows, T, reqs) == warp_rows);
+      const bool warp_rows = windows >= (ratio == 2 ? kvc::kWarpRowPrefillMinWindows : kvc::kWarpRowMinWindows);
+      REQUIRE(kvc::use_warp_rows(ratio, windows, T, reqs) == warp_rows);
       for (bool bf16 : {false, true})
         run_batch(Batch(b), Variant{bf16, ratio == 2}, rng, "windows " + std::to_string(windows));
     }

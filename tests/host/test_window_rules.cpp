@@ -176,25 +176,31 @@ TEST_CASE("small-ratio window rules match the chunk-bound definitions (ratios 3,
 }
 
 // Which row mapping a small-ratio Op A / fused call gets (kernel/compress_params.hpp): a warp
-// per row from kWarpRowMinWindows windows, or from kWarpRowPrefillMinWindows windows when the
-// requests average kWarpRowMinTokensPerRequest tokens or more; a block per row below.
+// per row from kWarpRowMinWindows windows, or, up to ratio kWarpRowPrefillMaxRatio, from
+// kWarpRowPrefillMinWindows windows when the requests average kWarpRowMinTokensPerRequest
+// tokens or more; a block per row below.
 TEST_CASE("use_warp_rows: decode steps keep block rows, large and prefill-heavy calls get warp rows") {
   using kvc::use_warp_rows;
   // The shapes of the benchmark at ratio 2: decode 64x2, 256x2, 1024x4, 128x6 (block rows),
   // prefill 1x8192 (warp rows), mixed 2x2048 + 192x2 (194 requests, 4480 tokens: warp rows).
-  CHECK_FALSE(use_warp_rows(64, 128, 64));
-  CHECK_FALSE(use_warp_rows(256, 512, 256));
-  CHECK_FALSE(use_warp_rows(2048, 4096, 1024));
-  CHECK_FALSE(use_warp_rows(384, 768, 128));
-  CHECK(use_warp_rows(4096, 8192, 1));
-  CHECK(use_warp_rows(2240, 4480, 194));
+  CHECK_FALSE(use_warp_rows(2, 64, 128, 64));
+  CHECK_FALSE(use_warp_rows(2, 256, 512, 256));
+  CHECK_FALSE(use_warp_rows(2, 2048, 4096, 1024));
+  CHECK_FALSE(use_warp_rows(2, 384, 768, 128));
+  CHECK(use_warp_rows(2, 4096, 8192, 1));
+  CHECK(use_warp_rows(2, 2240, 4480, 194));
+  // Ratio 4: prefill 1x8192 is 2048 windows, block rows (the warp rows measured slower there).
+  CHECK_FALSE(use_warp_rows(4, 2048, 8192, 1));
+  CHECK(use_warp_rows(4, 4096, 16384, 1));
   // The edges: windows, tokens per request, and an unknown request count (ratio 1: no qsl).
-  CHECK(use_warp_rows(kvc::kWarpRowMinWindows, 8192, 8192));
-  CHECK_FALSE(use_warp_rows(kvc::kWarpRowMinWindows - 1, 8190, 8190));
-  CHECK(use_warp_rows(kvc::kWarpRowPrefillMinWindows, 4096, 4096 / kvc::kWarpRowMinTokensPerRequest));
-  CHECK_FALSE(use_warp_rows(kvc::kWarpRowPrefillMinWindows, 4096, 4096 / kvc::kWarpRowMinTokensPerRequest + 1));
-  CHECK_FALSE(use_warp_rows(kvc::kWarpRowPrefillMinWindows - 1, 4094, 1));
-  CHECK_FALSE(use_warp_rows(3000, 3000, 0));
-  CHECK(use_warp_rows(4096, 4096, 0));
+  CHECK(use_warp_rows(2, kvc::kWarpRowMinWindows, 8192, 4096));
+  CHECK_FALSE(use_warp_rows(2, kvc::kWarpRowMinWindows - 1, 8190, 4095));
+  CHECK(use_warp_rows(2, kvc::kWarpRowPrefillMinWindows, 4096, 4096 / kvc::kWarpRowMinTokensPerRequest));
+  CHECK_FALSE(use_warp_rows(2, kvc::kWarpRowPrefillMinWindows, 4096, 4096 / kvc::kWarpRowMinTokensPerRequest + 1));
+  CHECK_FALSE(use_warp_rows(2, kvc::kWarpRowPrefillMinWindows - 1, 4094, 1));
+  CHECK(use_warp_rows(kvc::kWarpRowPrefillMaxRatio, kvc::kWarpRowPrefillMinWindows, 4096, 1));
+  CHECK_FALSE(use_warp_rows(kvc::kWarpRowPrefillMaxRatio + 1, kvc::kWarpRowPrefillMinWindows, 6144, 1));
+  CHECK_FALSE(use_warp_rows(1, 3000, 3000, 0));
+  CHECK(use_warp_rows(1, 4096, 4096, 0));
   static_assert(kvc::kWarpRowPrefillMinWindows <= kvc::kWarpRowMinWindows, "the prefill rule only lowers the switch");
 }

@@ -47,21 +47,25 @@ struct CompressParams {
 /// Measured on the H200 (bench/NOTES.md 15): at 2048 windows (decode 1024x4) the block rows
 /// are faster, at 4096 (prefill 1x8192, R = 2) the warp rows.
 constexpr int64_t kWarpRowMinWindows = 4096;
-/// ... and from this many windows when the call's requests average at least
-/// kWarpRowMinTokensPerRequest tokens (chunked prefill, mixed batches): their windows are
-/// inside long chunks, streaming without ring reads or ring tails, where the warp rows'
-/// shorter total instruction stream wins. Measured on an H100 (bench/NOTES.md 34): at 2240
-/// windows, mixed 2x2048 + 192x2 (23 tokens a request) Op A -6 to -8 % with warp rows;
-/// decode 1024x4 (2048 windows, 4 tokens a request) +1 to +5 %.
+/// ... and, at ratios up to kWarpRowPrefillMaxRatio, from this many windows when the
+/// call's requests average at least kWarpRowMinTokensPerRequest tokens (chunked prefill,
+/// mixed batches): their windows lie inside long chunks, streaming without ring reads or
+/// ring tails, where the warp rows' smaller total instruction stream wins. Measured on an
+/// H100 (bench/NOTES.md 34): ratio 2, mixed 2x2048 + 192x2 (2240 windows, 23 tokens a
+/// request) Op A -6 to -8 % and the fused op -8 % with warp rows; decode 1024x4 (2048
+/// windows, 4 tokens a request) +1 to +5 %; ratio 4, prefill 1x8192 (2048 windows of 4
+/// rows) +7 to +8 %.
 constexpr int64_t kWarpRowPrefillMinWindows = 2048;
 constexpr int64_t kWarpRowMinTokensPerRequest = 16;
+constexpr int kWarpRowPrefillMaxRatio = 2;
 
 /// Whether a small-ratio Op A / fused call holds a row per warp (else a row per block):
 /// `num_reqs` is qsl_size - 1 where qsl is given (ratios > 1), else 0 (unknown).
-KVC_HOST_DEVICE constexpr bool use_warp_rows(int64_t windows, int64_t num_tokens, int64_t num_reqs) {
+KVC_HOST_DEVICE constexpr bool use_warp_rows(int ratio, int64_t windows, int64_t num_tokens,
+                                             int64_t num_reqs) {
   return windows >= kWarpRowMinWindows ||
-         (windows >= kWarpRowPrefillMinWindows && num_reqs > 0 &&
-          num_tokens >= kWarpRowMinTokensPerRequest * num_reqs);
+         (ratio <= kWarpRowPrefillMaxRatio && windows >= kWarpRowPrefillMinWindows &&
+          num_reqs > 0 && num_tokens >= kWarpRowMinTokensPerRequest * num_reqs);
 }
 
 /// Whether the pointers every Op A launch at `Ratio` reads are set and the index arrays'

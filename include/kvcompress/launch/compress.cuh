@@ -48,8 +48,8 @@ Status launch_compress_rows(const char* name, const CompressParams& p, cudaStrea
 }
 
 /// ... with the row mapping for the call's size: at small ratios, a warp per row for large
-/// calls (use_warp_rows: kWarpRowMinWindows windows, or kWarpRowPrefillMinWindows of long
-/// requests), the default (a block per row) below.
+/// calls (use_warp_rows: kWarpRowMinWindows windows, or at ratio 2
+/// kWarpRowPrefillMinWindows of long requests), the default (a block per row) below.
 template <int Ratio, int HeadDim, typename In, class Epilogue>
 Status launch_compress_unchecked(const char* name, const CompressParams& p, cudaStream_t stream,
                                  const LaunchOptions& options, const Epilogue& epilogue) {
@@ -62,7 +62,7 @@ Status launch_compress_unchecked(const char* name, const CompressParams& p, cuda
 #endif
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
   if constexpr (!Cfg::kSplitGroup && Cfg::kRowThreads > 32) {
-    if (use_warp_rows(p.num_tokens / Ratio, p.num_tokens, Ratio > 1 ? p.qsl_size - 1 : 0))
+    if (use_warp_rows(Ratio, p.num_tokens / Ratio, p.num_tokens, Ratio > 1 ? p.qsl_size - 1 : 0))
       return launch_compress_rows<Ratio, HeadDim, In, 32>(name, p, stream, options, epilogue);
   }
   return launch_compress_rows<Ratio, HeadDim, In, 0>(name, p, stream, options, epilogue);
