@@ -202,8 +202,11 @@ TEST_CASE("Op B: decode-sized calls (a block per record), every layout and small
       }
 }
 
-TEST_CASE("Op B: 40000 tokens, several waves of blocks") {
-  // Many more windows (8 * R tokens each) than the GPU holds blocks at once.
+TEST_CASE("Op B: large calls, windows sized to the GPU's waves") {
+  // Warp records size their windows to the GPU (InsertConfig::tokens_per_window with
+  // wave_blocks): 40000 tokens fit one wave of the largest windows (a 16-32 record pipeline
+  // per warp), 3000 tokens at ratio 1 take 2-token windows, and 150000 tokens need several
+  // waves of the largest windows.
   uint64_t seed = 1500;
   for (int ratio : {1, 2})
     for (auto layout : {kvc::CacheLayout::kFp8DsMla, kvc::CacheLayout::kBf16Rows, kvc::CacheLayout::kMxfp8,
@@ -215,6 +218,17 @@ TEST_CASE("Op B: 40000 tokens, several waves of blocks") {
       c.limit_pages = ratio == 2;
       run_case(c, seed++);
     }
+  using Cfg = kvc::InsertConfig<2, 512, 32>;
+  const int wave = kvc::detail::wave_blocks<kvc::insert_kernel<2, 512, kvc::Fp8DsMlaLayout, 32>>(Cfg::kThreads);
+  REQUIRE(wave > 0);
+  const int64_t big = 150000;
+  CHECK(Cfg::tokens_per_window(big, wave) == Cfg::kLargeWindow);
+  CHECK(Cfg::blocks_for(big, Cfg::kLargeWindow) > wave);  // several waves
+  InsertCase c;
+  c.layout = kvc::CacheLayout::kFp8DsMla;
+  c.tokens = big;
+  c.limit_pages = true;
+  run_case(c, seed++);
 }
 
 TEST_CASE("Op B: head dims 128 and 256 in the row layouts") {

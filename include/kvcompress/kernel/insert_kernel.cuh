@@ -65,18 +65,34 @@ struct InsertConfig {
   /// block records at ratios 1 and 2, where a window holds one record and one spare row.
   static constexpr int kSpeculativeRows = kRowThreads > 32 && kSmallWindow <= 2 ? kSmallWindow : 0;
   // Below this many blocks a larger window would leave warps idle (about eight 4-warp blocks
-  // per SM of a 132-SM GPU).
+  // per SM of a 132-SM GPU); the rule when the GPU's size is not known.
   static constexpr int64_t kMinBlocks = 1024;
-  /// Tokens per window for a launch of `num_tokens` tokens: the largest power-of-two
-  /// multiple of kSmallWindow (up to kLargeWindow) that still gives kMinBlocks blocks.
-  KVC_HOST_DEVICE static constexpr int tokens_per_window(int64_t num_tokens) {
+  /// Blocks of a launch of `num_tokens` tokens in windows of `window` tokens.
+  KVC_HOST_DEVICE static constexpr int64_t blocks_for(int64_t num_tokens, int window) {
+    return (num_tokens + int64_t{window} * kGroups - 1) / (int64_t{window} * kGroups);
+  }
+  /// Tokens per window for a launch of `num_tokens` tokens, a power-of-two multiple of
+  /// kSmallWindow up to kLargeWindow. `wave_blocks`: how many blocks of this kernel the GPU
+  /// runs at once (SMs x resident blocks per SM; 0 when unknown). Known: the smallest window
+  /// whose blocks take the fewest waves — a wave more costs a whole record chain, while a
+  /// row group's further records are pipelined behind its first (bench/NOTES.md 35).
+  /// Unknown: the largest window that still gives kMinBlocks blocks.
+  KVC_HOST_DEVICE static constexpr int tokens_per_window(int64_t num_tokens, int64_t wave_blocks = 0) {
     int w = kSmallWindow;
-    while (2 * w <= kLargeWindow && (num_tokens + 2 * w * kGroups - 1) / (2 * w * kGroups) >= kMinBlocks) w *= 2;
+    if (wave_blocks > 0) {
+      int64_t waves = (blocks_for(num_tokens, w) + wave_blocks - 1) / wave_blocks;
+      for (int v = 2 * kSmallWindow; v <= kLargeWindow; v *= 2) {
+        const int64_t n = (blocks_for(num_tokens, v) + wave_blocks - 1) / wave_blocks;
+        if (n < waves) { waves = n; w = v; }
+      }
+      return w;
+    }
+    while (2 * w <= kLargeWindow && blocks_for(num_tokens, 2 * w) >= kMinBlocks) w *= 2;
     return w;
   }
   /// The launch argument: tokens per block.
-  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens) {
-    return kGroups * tokens_per_window(num_tokens);
+  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens, int64_t wave_blocks = 0) {
+    return kGroups * tokens_per_window(num_tokens, wave_blocks);
   }
   using Row = RowFragment<HeadDim, kVecElems, kRowThreads>;
 };

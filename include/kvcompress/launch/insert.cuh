@@ -21,9 +21,13 @@ namespace detail {
 template <int Ratio, int HeadDim, class Layout, int RowThreads>
 Status launch_insert_rows(const InsertParams& p, cudaStream_t stream, const LaunchOptions& options) {
   using Cfg = InsertConfig<Ratio, HeadDim, RowThreads>;
-  const int window = Cfg::tokens_per_block(p.num_tokens);
+  constexpr auto kernel = insert_kernel<Ratio, HeadDim, Layout, RowThreads>;
+  // Warp records size their windows to the GPU (InsertConfig::tokens_per_window); block
+  // records (decode steps: fewer tokens than a wave holds) keep one record's window.
+  const int window = Cfg::tokens_per_block(
+      p.num_tokens, Cfg::kRowThreads == 32 ? wave_blocks<kernel>(Cfg::kThreads) : 0);
   const int64_t blocks = (p.num_tokens + window - 1) / window;
-  return launch_kernel("insert_kernel", insert_kernel<Ratio, HeadDim, Layout, RowThreads>,
+  return launch_kernel("insert_kernel", kernel,
                        dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream, options,
                        p, window);
 }

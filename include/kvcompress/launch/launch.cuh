@@ -50,6 +50,31 @@ inline bool device_supports_pdl() {
   return pdl;
 }
 
+/// How many blocks of `threads` threads of kernel `Kernel` the current device runs at once:
+/// its SMs times the blocks per SM its registers and shared memory allow. Cached per device
+/// ordinal like device_supports_pdl (a kernel's resources and a device's size do not change
+/// while the process runs); 0 when a query fails (not cached), and the caller falls back to a
+/// rule that does not need it. Every launch of one `Kernel` must pass the same `threads`.
+template <auto Kernel>
+int wave_blocks(int threads) {
+  constexpr int kCachedDevices = 64;
+  static std::atomic<int> cache[kCachedDevices] = {};  // 0: not asked yet
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  const bool cached = device >= 0 && device < kCachedDevices;
+  if (cached) {
+    const int known = cache[device].load(std::memory_order_relaxed);
+    if (known != 0) return known;
+  }
+  int sms = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, 0) != cudaSuccess)
+    return 0;
+  const int blocks = sms * per_sm;
+  if (cached && blocks > 0) cache[device].store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
+
 /// Launches `kernel` on `grid` x `block` threads on `stream` through cudaLaunchKernelEx, with
 /// the programmatic stream serialization attribute when `options.pdl` is set and the device
 /// supports it (no attribute otherwise). Returns that call's own result: a launch error, or
