@@ -35,15 +35,17 @@ static_assert(kvc::InsertConfig<2, 512>::tokens_per_block(128) == 2 &&
                   kvc::InsertConfig<1, 512>::tokens_per_block(256) == 1 &&
                   kvc::InsertConfig<2, 512>::kThreads == 128 && kvc::InsertConfig<2, 128>::kThreads == 64,
               "ratio 2: one record per block at decode, 16 per block for a 32k prefill");
-// With the GPU's size known (wave_blocks: blocks resident at once), the smallest window whose
-// blocks take the fewest waves. 528 = 132 SMs x 4 blocks (fp8_ds_mla warp records on an H100).
-static_assert(kvc::InsertConfig<2, 512, 32>::tokens_per_window(4096, 528) == 2 &&   // 512 blocks: one wave
-                  kvc::InsertConfig<2, 512, 32>::tokens_per_window(4480, 528) == 4 &&   // 560 at 2 tokens
-                  kvc::InsertConfig<2, 512, 32>::tokens_per_window(8192, 528) == 4 &&
+// With the GPU's size known (wave_blocks: blocks resident at once), the largest window whose
+// blocks fill 7/8 of a wave. 528 = 132 SMs x 4 blocks (fp8_ds_mla warp records on an H100).
+static_assert(kvc::InsertConfig<2, 512, 32>::tokens_per_window(4096, 528) == 2 &&   // 512 blocks
+                  kvc::InsertConfig<2, 512, 32>::tokens_per_window(4480, 528) == 2 &&   // 280 at 4 tokens: too few
+                  kvc::InsertConfig<2, 512, 32>::tokens_per_window(8192, 528) == 4 &&   // 512 blocks
                   kvc::InsertConfig<2, 512, 32>::tokens_per_window(32768, 528) == 16 &&
                   kvc::InsertConfig<2, 512, 32>::tokens_per_window(65536, 528) == 32 &&
-                  kvc::InsertConfig<2, 512, 32>::tokens_per_window(1 << 22, 528) == 32 &&  // many waves at any window
-                  kvc::InsertConfig<1, 512, 32>::tokens_per_window(4480, 528) == 4 &&
+                  kvc::InsertConfig<2, 512, 32>::tokens_per_window(1 << 22, 528) == 32 &&
+                  kvc::InsertConfig<2, 512, 32>::tokens_per_window(2048, 528) == 2 &&   // less than a wave
+                  kvc::InsertConfig<1, 512, 32>::tokens_per_window(4480, 528) == 2 &&
+                  kvc::InsertConfig<1, 512, 32>::tokens_per_window(4096, 528) == 2 &&
                   kvc::InsertConfig<1, 512, 32>::tokens_per_window(2048, 528) == 1 &&
                   kvc::InsertConfig<2, 512, 32>::tokens_per_window(32768, 0) ==
                       kvc::InsertConfig<2, 512, 32>::tokens_per_window(32768),

@@ -84,10 +84,13 @@ struct CompressConfig {
   /// batch spreads its ring copies and rare closings over many blocks. R-token windows for
   /// large split-group calls were measured and were slower (bench/NOTES.md 8).
   static constexpr int kTokensPerBlock = kSplitGroup ? 2 * kWarps : Ratio * kWindowsPerBlock;
-  // Small ratios up to 2 load every row of a window together with its indices (one
-  // round trip for a decode group whose rows are all in the input); larger ones would hold
-  // Ratio rows in registers and load members after the indices instead.
-  static constexpr bool kSpeculativeRows = !kSplitGroup && Ratio <= 2;
+  // Ratio 1, and ratio 2 in block rows (decode), load every row of a window together with
+  // its indices (one round trip for a decode group whose rows are all in the input). Larger
+  // ratios would hold Ratio rows in registers and load members after the indices instead;
+  // so do ratio-2 warp rows (prefill, mixed batches): holding both rows and a ring row cost
+  // them 50 registers (164 -> 114), a quarter of their warps per SM (bench/NOTES.md 36).
+  static constexpr bool kSpeculativeRows =
+      !kSplitGroup && (Ratio == 1 || (Ratio == 2 && kRowThreads > 32));
 
   /// Channel held by fragment element i of thread `lane` (vector v = i / kVecElems).
   KVC_HOST_DEVICE static constexpr int channel(int lane, int i) {

@@ -73,21 +73,15 @@ struct InsertConfig {
   }
   /// Tokens per window for a launch of `num_tokens` tokens, a power-of-two multiple of
   /// kSmallWindow up to kLargeWindow. `wave_blocks`: how many blocks of this kernel the GPU
-  /// runs at once (SMs x resident blocks per SM; 0 when unknown). Known: the smallest window
-  /// whose blocks take the fewest waves — a wave more costs a whole record chain, while a
-  /// row group's further records are pipelined behind its first (bench/NOTES.md 35).
-  /// Unknown: the largest window that still gives kMinBlocks blocks.
+  /// runs at once (SMs x resident blocks per SM; 0 when unknown). Known: the largest window
+  /// whose blocks still fill 7/8 of a wave — one wave of two-record warps beats two waves
+  /// of one-record warps, while a half-filled wave of longer pipelines is slower than a
+  /// second, nearly empty wave (bench/NOTES.md 35). Unknown: the largest window that still
+  /// gives kMinBlocks blocks.
   KVC_HOST_DEVICE static constexpr int tokens_per_window(int64_t num_tokens, int64_t wave_blocks = 0) {
+    const int64_t min_blocks = wave_blocks > 0 ? (7 * wave_blocks + 7) / 8 : kMinBlocks;
     int w = kSmallWindow;
-    if (wave_blocks > 0) {
-      int64_t waves = (blocks_for(num_tokens, w) + wave_blocks - 1) / wave_blocks;
-      for (int v = 2 * kSmallWindow; v <= kLargeWindow; v *= 2) {
-        const int64_t n = (blocks_for(num_tokens, v) + wave_blocks - 1) / wave_blocks;
-        if (n < waves) { waves = n; w = v; }
-      }
-      return w;
-    }
-    while (2 * w <= kLargeWindow && blocks_for(num_tokens, 2 * w) >= kMinBlocks) w *= 2;
+    while (2 * w <= kLargeWindow && blocks_for(num_tokens, 2 * w) >= min_blocks) w *= 2;
     return w;
   }
   /// The launch argument: tokens per block.
