@@ -204,9 +204,9 @@ TEST_CASE("Op B: decode-sized calls (a block per record), every layout and small
 
 TEST_CASE("Op B: large calls, windows sized to the GPU's waves") {
   // Warp records size their windows to the GPU (InsertConfig::tokens_per_window with
-  // wave_blocks): 40000 tokens fit one wave of the largest windows (a 16-32 record pipeline
-  // per warp), 3000 tokens at ratio 1 take 2-token windows, and 150000 tokens need several
-  // waves of the largest windows.
+  // wave_blocks: the largest window whose blocks fill 7/8 of a wave): 40000 tokens take
+  // 16-token windows (8- and 16-record pipelines per warp, about 1.2 waves on an H100), and
+  // 150000 tokens need several waves of the largest windows.
   uint64_t seed = 1500;
   for (int ratio : {1, 2})
     for (auto layout : {kvc::CacheLayout::kFp8DsMla, kvc::CacheLayout::kBf16Rows, kvc::CacheLayout::kMxfp8,
