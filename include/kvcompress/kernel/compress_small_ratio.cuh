@@ -12,8 +12,9 @@
 //  1. one round trip: the lanes of each warp load the window's indices (lane i < R: token
 //     w0 + i's slot, position and request, and the requests of the tokens C ahead, C - R + 1 behind and
 //     C - R + 1 ahead of it; lanes R .. 2R-2: the requests of the R - 1 tokens before the
-//     window), the end of the real tokens qsl[num_reqs], the RMSNorm weight, and for
-//     R <= 2 the window's own input rows;
+//     window), the end of the real tokens qsl[num_reqs], the RMSNorm weight, and at ratio 1
+//     and in ratio-2 block rows (CompressConfig::kSpeculativeRows) the window's own input
+//     rows (other instances load a group's rows after the decisions, in pool_members);
 //  2. decisions from those values alone (which tokens close, which members lie in the
 //     chunk, which rows go to the ring and whether any could hit a row the head group
 //     reads), then the second round trip: the rows still missing (a head group's ring rows,
