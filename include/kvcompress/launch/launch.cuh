@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <string>
+#include <type_traits>
 
 #include "../core/status.hpp"
 #include "options.hpp"
@@ -24,55 +25,58 @@ inline Status launch_status(const char* kernel, cudaError_t err) {
   return Status::success();
 }
 
-/// Whether the current device runs programmatic dependent launches (sm_90 and newer).
-/// The compute capability of a device ordinal does not change while the process runs, so
-/// the answer is cached per ordinal (the current device is still asked for on every call);
-/// a failed query is not cached.
-inline bool device_supports_pdl() {
+/// A value that depends only on a device ordinal and cannot change while the process runs
+/// (a compute capability; how many blocks of a kernel a device holds at once), computed by
+/// `query(device)` for the current device on its first use and then read with one relaxed
+/// load (the current device is still asked for on every call). Each `Tag` has its own cache.
+/// `query` returns a positive value, or 0 when it fails: 0 is returned and not cached, so a
+/// failed query is asked again next time; ordinals past the cache's 64 are asked every time.
+template <class Tag, class Query>
+int per_device_value(Query query) {
   constexpr int kCachedDevices = 64;
-  // 0 = not asked yet, 1 = no PDL, 2 = PDL. Constant-initialised ("= {}"; without it g++
-  // -std=c++17 guards the static), so the lookup is one relaxed load.
-  static std::atomic<signed char> cache[kCachedDevices] = {};
+  // Constant-initialised ("= {}"; without it g++ -std=c++17 guards the static), so the
+  // lookup is one relaxed load; 0 = not asked yet.
+  static std::atomic<int> cache[kCachedDevices] = {};
   int device = 0;
-  // A failed query launches without PDL; its error is left in place (not reset) like any
-  // other, and the launch reports its own result.
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  const bool cached = device >= 0 && device < kCachedDevices;
-  if (cached) {
-    const signed char known = cache[device].load(std::memory_order_relaxed);
-    if (known != 0) return known == 2;
-  }
-  int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-    return false;
-  const bool pdl = major >= 9;
-  if (cached) cache[device].store(static_cast<signed char>(pdl ? 2 : 1), std::memory_order_relaxed);
-  return pdl;
-}
-
-/// How many blocks of `threads` threads of kernel `Kernel` the current device runs at once:
-/// its SMs times the blocks per SM its registers and shared memory allow. Cached per device
-/// ordinal like device_supports_pdl (a kernel's resources and a device's size do not change
-/// while the process runs); 0 when a query fails (not cached), and the caller falls back to a
-/// rule that does not need it. Every launch of one `Kernel` must pass the same `threads`.
-template <auto Kernel>
-int wave_blocks(int threads) {
-  constexpr int kCachedDevices = 64;
-  static std::atomic<int> cache[kCachedDevices] = {};  // 0: not asked yet
-  int device = 0;
+  // A failed query's error is left in place (not reset) like any other; the launch that
+  // follows reports its own result.
   if (cudaGetDevice(&device) != cudaSuccess) return 0;
   const bool cached = device >= 0 && device < kCachedDevices;
   if (cached) {
     const int known = cache[device].load(std::memory_order_relaxed);
     if (known != 0) return known;
   }
-  int sms = 0, per_sm = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, 0) != cudaSuccess)
-    return 0;
-  const int blocks = sms * per_sm;
-  if (cached && blocks > 0) cache[device].store(blocks, std::memory_order_relaxed);
-  return blocks;
+  const int value = query(device);
+  if (cached && value > 0) cache[device].store(value, std::memory_order_relaxed);
+  return value > 0 ? value : 0;
+}
+
+struct PdlSupportTag {};
+
+/// Whether the current device runs programmatic dependent launches (sm_90 and newer); a
+/// failed query launches without PDL.
+inline bool device_supports_pdl() {
+  return per_device_value<PdlSupportTag>([](int device) {
+           int major = 0;
+           if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+             return 0;
+           return major >= 9 ? 2 : 1;
+         }) == 2;
+}
+
+/// How many blocks of `threads` threads of kernel `Kernel` the current device runs at once:
+/// its SMs times the blocks per SM its registers and shared memory allow; 0 when a query
+/// fails, and the caller falls back to a rule that does not need it. Every launch of one
+/// `Kernel` must pass the same `threads` (the answer is cached per device and kernel).
+template <auto Kernel>
+int wave_blocks(int threads) {
+  return per_device_value<std::integral_constant<decltype(Kernel), Kernel>>([threads](int device) {
+    int sms = 0, per_sm = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, 0) != cudaSuccess)
+      return 0;
+    return sms * per_sm;
+  });
 }
 
 /// Launches `kernel` on `grid` x `block` threads on `stream` through cudaLaunchKernelEx, with
