@@ -71,9 +71,16 @@ struct CompressConfig {
   // dim 512, fp8_ds_mla): block rows 91-96 instead of 80 (5 blocks per SM instead of 6),
   // warp rows 104 instead of 93 at ratio 1 (4 blocks instead of 5) and 200+ at ratio 2 (2
   // instead of 3; every layout fits 168 without spilling in its loops). Ratio 4 would spill
-  // 88 bytes at 168 and keeps its ~200.
+  // 88 bytes at 168 and keeps its ~200. Ratio-2 warp rows with fp32 input run 4 blocks an
+  // SM (128 registers, 8-24 bytes of spill; 144-148 at 3 blocks): fused fp8_ds_mla prefill
+  // 1x8192 -15 %, 1x32768 -10.5 %, mixed -1.9 % (bench/NOTES.md 37). bf16 input would spill
+  // 28-100 bytes there, unmeasured, and keeps 3.
   static constexpr int kRecordMinBlocksPerSm =
-      kSplitGroup ? 0 : kRowThreads > 32 ? 6 : Ratio == 1 ? 5 : Ratio == 2 ? 3 : 0;
+      kSplitGroup            ? 0
+      : kRowThreads > 32     ? 6
+      : Ratio == 1           ? 5
+      : Ratio == 2           ? (std::is_same<In, float>::value ? 4 : 3)
+                             : 0;
   static constexpr int kMembersPerWarp = kSplitGroup ? Ratio / kWarps : Ratio;
   // Members whose rows are loaded together: about 64 floats of input per thread in flight.
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
