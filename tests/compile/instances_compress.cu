@@ -34,4 +34,25 @@ static_assert(kvc::CompressConfig<2, 512, float, 32>::kRowThreads == 32 &&
                   kvc::CompressConfig<2, 512, float, 32>::kTokensPerBlock == 8 &&
                   kvc::CompressConfig<2, 512, float, 32>::kChannels == 16,
               "large calls at small ratios: a warp per row, 4 windows per block");
+// Wide windows (warp rows at ratios 2 .. 15): R x 2^k tokens a warp, the window's lanes plus
+// the R - 1 before it within 32; the launch takes the widest window whose blocks fill 7/8 of
+// a wave (528 blocks: an H100's 132 SMs x 4), R when the wave is unknown.
+using W2 = kvc::CompressConfig<2, 512, float, 32>;
+static_assert(W2::kWideWindows && W2::kMaxWindow == 16 && kvc::CompressConfig<4, 512, float, 32>::kMaxWindow == 16 &&
+                  kvc::CompressConfig<3, 512, float, 32>::kMaxWindow == 24 &&
+                  kvc::CompressConfig<8, 512, float, 32>::kMaxWindow == 16 &&
+                  kvc::CompressConfig<15, 512, float, 32>::kMaxWindow == 15 &&
+                  kvc::CompressConfig<2, 64, float>::kWideWindows,
+              "wide windows: the widest that fits a warp's lanes");
+static_assert(!kvc::CompressConfig<1, 512, float, 32>::kWideWindows && !kvc::CompressConfig<2, 512, float>::kWideWindows &&
+                  !kvc::CompressConfig<16, 512, float>::kWideWindows &&
+                  kvc::CompressConfig<2, 512, float>::tokens_per_block(8192, 528) == 2 &&
+                  kvc::CompressConfig<128, 512, float>::tokens_per_block(1 << 20, 528) ==
+                      kvc::CompressConfig<128, 512, float>::kTokensPerBlock,
+              "ratio 1, block rows and split groups keep their window");
+static_assert(W2::tokens_per_block(8192, 528) == 16 && W2::tokens_per_block(4480, 528) == 8 &&
+                  W2::tokens_per_block(32768, 528) == 64 && W2::tokens_per_block(1 << 20, 528) == 64 &&
+                  W2::tokens_per_block(8192, 0) == 8 && W2::tokens_per_block(16384, 396) == 32 &&
+                  kvc::CompressConfig<4, 512, float, 32>::tokens_per_block(32768, 264) == 64,
+              "wide windows: the widest whose blocks fill 7/8 of a wave");
 }  // namespace

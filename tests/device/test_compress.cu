@@ -2,6 +2,8 @@
 // Device tier: Op A (save–compress–norm) against the float64 reference.
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "compress_case.hpp"
 
@@ -132,6 +134,75 @@ TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_
       for (bool bf16 : {false, true})
         run_batch(Batch(b), Variant{bf16, ratio == 2}, rng, "windows " + std::to_string(windows));
     }
+}
+
+namespace {
+
+/// Op A's warp rows launched directly with `tokens_per_block` (wide windows: the launch
+/// picks it from the GPU's waves, CompressConfig::tokens_per_block).
+template <int R>
+kvc::Status launch_warp_rows(const kvc::CompressParams& p, bool bf16, int tokens_per_block) {
+  const int64_t blocks = (p.num_tokens + tokens_per_block - 1) / tokens_per_block;
+  const auto run = [&](auto kernel) {
+    return kvc::detail::launch_kernel("compress_kernel", kernel, dim3(static_cast<unsigned>(blocks)), dim3(128),
+                                      nullptr, kvc::LaunchOptions{}, p, kvc::LatentEpilogue{}, tokens_per_block);
+  };
+  return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, kvc::LatentEpilogue, 32>)
+              : run(kvc::compress_kernel<R, 512, float, kvc::LatentEpilogue, 32>);
+}
+
+template <int R>
+void run_wide_windows(std::mt19937_64& rng) {
+  using Cfg = kvc::CompressConfig<R, 512, float, 32>;
+  static_assert(Cfg::kWideWindows && Cfg::kThreads == 128, "ratio-R warp rows hold wide windows");
+  const int C = kvc::ring_capacity(R, 3);
+  std::vector<std::pair<std::string, BatchShape>> shapes;
+  // Chunks at odd starts, longer than the ring (deferred tail stores of their head groups),
+  // decode and speculative requests, empty chunks, trailing padding.
+  BatchShape s = shape_of(R, 512, {{3 * C + 5, 2 * R + 1}, {C + 1, 7}, {0, 40}, {1, 1001}, {4, 333},
+                                   {5 * R + 3, R - 1}, {2, 65}, {37, 12}, {1 + R, 90}},
+                          3);
+  s.capacity = C;
+  shapes.emplace_back("long chunks", s);
+  // Mixed: random chunk lengths and starts, inner padding (below), empty chunks.
+  s = kvctest::random_shape(rng, R, 512, 30, 4 * C, 4000, 5);
+  s.requests[4].chunk_len = 0;
+  s.capacity = C;
+  shapes.emplace_back("mixed", s);
+  // Decode-sized requests only: every window holds several requests.
+  s = kvctest::random_shape(rng, R, 512, 48, 0, 4000, 2);
+  for (auto& r : s.requests) r.chunk_len = 1 + static_cast<int>(rng() % 4);
+  s.capacity = C;
+  shapes.emplace_back("speculative", s);
+  for (const auto& entry : shapes) {
+    const std::string& what = entry.first;  // a plain name: INFO captures it
+    Batch b = kvctest::make_batch(rng, entry.second);
+    if (what == "mixed") add_inner_padding(b, rng, 7);
+    const auto want = kvcref::compress_reference(kvctest::reference_inputs(b));
+    for (int window = R; window <= Cfg::kMaxWindow; window *= 2)
+      for (bool bf16 : {false, true}) {
+        INFO(what, " R=", R, " window ", window, bf16 ? " bf16" : " fp32", " T=", b.num_tokens());
+        Batch run = b;
+        if (bf16) kvctest::round_batch_to_bf16(run);
+        const auto expected = bf16 ? kvcref::compress_reference(kvctest::reference_inputs(run)) : want;
+        kvctest::CompressDevice dev(run, bf16, false, rng);
+        KVC_CHECK_STATUS(launch_warp_rows<R>(dev.params(run), bf16, window * Cfg::kWindowsPerBlock));
+        kvctest::sync();
+        kvctest::check_compress(run, expected, dev, dev.latent_init, what + " window " + std::to_string(window));
+      }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Op A: warp rows with wide windows (several groups a warp), every window size") {
+  // The launch sizes a warp row's window to the GPU (CompressConfig::tokens_per_block), so a
+  // test call gets whatever this GPU's waves give; here every size from R to kMaxWindow
+  // runs on batches with every kind of window content: chunk starts and ends, head groups
+  // reading the ring, deferred stores, padding inside and after the chunks.
+  std::mt19937_64 rng(16);
+  run_wide_windows<2>(rng);
+  run_wide_windows<4>(rng);
 }
 
 TEST_CASE("Op A: chunks longer than the ring overwrite rows the head group still reads") {

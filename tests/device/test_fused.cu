@@ -18,6 +18,7 @@ struct FusedCase {
   kvc::RopeStyle style;
   bool bf16;
   bool write_latent;
+  int window = 0;  // > 0: fp8_ds_mla warp rows launched directly with windows of this many tokens
 };
 
 // Head dim 576 (V3.2) is outside the default head-dim list: its instances at ratio 2.
@@ -34,10 +35,26 @@ kvc::Status fused_any(const kvc::FusedParams& p, bool bf16) {
               : kvc::launch_fused<2, 576, float, kvc::Fp8DsMlaV32Layout>(p, nullptr);
 }
 
+// The fused warp rows of fp8_ds_mla at head dim 512 with a window of `window` tokens
+// (wide windows, CompressConfig::tokens_per_block), launched without the host API.
+template <int R>
+kvc::Status fused_warp_rows(const kvc::FusedParams& p, bool bf16, int window) {
+  using Epilogue = kvc::RecordEpilogue<kvc::Fp8DsMlaLayout>;
+  const int tokens_per_block = window * kvc::CompressConfig<R, 512, float, 32>::kWindowsPerBlock;
+  const int64_t blocks = (p.compress.num_tokens + tokens_per_block - 1) / tokens_per_block;
+  const auto run = [&](auto kernel) {
+    return kvc::detail::launch_kernel("fused compress_kernel", kernel, dim3(static_cast<unsigned>(blocks)),
+                                      dim3(128), nullptr, kvc::LaunchOptions{}, p.compress, Epilogue{p.record},
+                                      tokens_per_block);
+  };
+  return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, Epilogue, 32>)
+              : run(kvc::compress_kernel<R, 512, float, Epilogue, 32>);
+}
+
 void run_fused(const FusedCase& c, uint64_t seed) {
   INFO("fused R=", c.ratio, " D=", c.head_dim, " ", kvc::cache_layout_name(c.layout),
        c.style == kvc::RopeStyle::kGptJ ? " gptj" : " neox", c.bf16 ? " bf16" : " fp32",
-       c.write_latent ? " +latent" : " no latent");
+       c.write_latent ? " +latent" : " no latent", " window ", c.window);
   std::mt19937_64 rng(seed);
   kvctest::BatchShape s = kvctest::random_shape(rng, c.ratio, c.head_dim, 12, 4 * c.ratio + 60, 3000, 3);
   s.requests[0].chunk_len = 0;
@@ -97,7 +114,12 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   if (!c.write_latent) pf.compress.latent = nullptr;
   pf.record = record;
   pf.record.cache.data = cache_fu.ptr();
-  KVC_CHECK_STATUS(fused_any(pf, c.bf16));
+  if (c.window > 0) {
+    REQUIRE((c.layout == kvc::CacheLayout::kFp8DsMla && c.head_dim == 512 && (c.ratio == 2 || c.ratio == 4)));
+    KVC_CHECK_STATUS(c.ratio == 2 ? fused_warp_rows<2>(pf, c.bf16, c.window) : fused_warp_rows<4>(pf, c.bf16, c.window));
+  } else {
+    KVC_CHECK_STATUS(fused_any(pf, c.bf16));
+  }
   kvctest::sync();
 
   const auto bytes_ab = cache_ab.download(), bytes_fu = cache_fu.download();
@@ -134,4 +156,18 @@ TEST_CASE("fused op equals Op A then Op B, bit for bit") {
   for (auto layout : {kvc::CacheLayout::kBf16Rows, kvc::CacheLayout::kFp8Rows})
     for (auto style : {kvc::RopeStyle::kGptJ, kvc::RopeStyle::kNeoX})
       run_fused({2, 128, layout, style, false, true}, seed++);
+}
+
+TEST_CASE("fused warp rows with wide windows equal Op A then Op B, every window size") {
+  // The launch sizes the warp rows' windows to the GPU; here every size from R up.
+  uint64_t seed = 7600;
+  for (int ratio : {2, 4})
+    for (int window = ratio; window <= (ratio == 2 ? kvc::CompressConfig<2, 512, float, 32>::kMaxWindow
+                                                   : kvc::CompressConfig<4, 512, float, 32>::kMaxWindow);
+         window *= 2)
+      for (bool bf16 : {false, true}) {
+        const auto style = (seed % 2) ? kvc::RopeStyle::kNeoX : kvc::RopeStyle::kGptJ;
+        run_fused({ratio, 512, kvc::CacheLayout::kFp8DsMla, style, bf16, (seed % 3) != 0, window}, seed);
+        ++seed;
+      }
 }

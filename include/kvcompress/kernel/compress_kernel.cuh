@@ -4,7 +4,8 @@
 // One __global__ template for every ratio; the work mapping is chosen at compile time:
 //  - small ratios (R < 16): the threads of one row per window of R tokens (a 128-thread
 //    block for decode-sized calls, a warp for large ones: RowThreads, picked by the
-//    launch), two dependent memory round trips at decode (compress_small_ratio.cuh);
+//    launch; a warp's window may hold several groups, sized by the launch), two dependent
+//    memory round trips at decode (compress_small_ratio.cuh);
 //  - large ratios (R >= 16): a block pools each group, warps merging their members through
 //    shared memory (compress_split_group.cuh).
 // Shared pieces (config, row loads, pooling, RMSNorm, ring ordering, the latent epilogue)
@@ -25,21 +26,24 @@ KVC_NAMESPACE_BEGIN
 /// Op A: one launch pools, normalises and stores the latent of every group closed in the
 /// batch and refreshes the ring (contract §1). The fused op is this kernel with an epilogue that
 /// also writes the cache record (fused_kernel.cuh). Launch with CompressConfig<..., RowThreads>
-/// ::kThreads threads and ceil(num_tokens / CompressConfig::kTokensPerBlock) blocks;
-/// kvc::compress() does this after validation, with RowThreads = 32 for the calls
-/// use_warp_rows picks (compress_params.hpp), else the default.
+/// ::kThreads threads, ceil(num_tokens / tokens_per_block) blocks and `tokens_per_block` =
+/// CompressConfig::tokens_per_block(num_tokens, wave_blocks) (kTokensPerBlock, or for wide
+/// windows a multiple of it; instances without wide windows ignore the argument and use
+/// kTokensPerBlock); kvc::compress() does this after validation, with RowThreads = 32 for
+/// the calls use_warp_rows picks (compress_params.hpp), else the default.
 template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, int RowThreads = 0>
 __global__ void __launch_bounds__(
     CompressConfig<Ratio, HeadDim, In, RowThreads>::kThreads,
     std::is_same<Epilogue, LatentEpilogue>::value
         ? 0
         : CompressConfig<Ratio, HeadDim, In, RowThreads>::kRecordMinBlocksPerSm)
-    compress_kernel(const CompressParams p, const Epilogue epilogue) {
+    compress_kernel(const CompressParams p, const Epilogue epilogue, const int tokens_per_block) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
+  const int block_tokens = Cfg::kWideWindows ? tokens_per_block : Cfg::kTokensPerBlock;
   // Decided before the PDL wait, so the parameters' constant-cache misses come before it
   // (arch/pdl.cuh); every block of a validated launch has tokens and passes. An epilogue's
   // own parameters are read after the wait (reading them before measured slower without PDL).
-  if ((static_cast<int64_t>(blockIdx.x) * Cfg::kTokensPerBlock >= p.num_tokens) |
+  if ((static_cast<int64_t>(blockIdx.x) * block_tokens >= p.num_tokens) |
       !required_pointers_set<Ratio>(p))
     return;
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
@@ -48,7 +52,8 @@ __global__ void __launch_bounds__(
   if constexpr (CompressConfig<Ratio, HeadDim, In>::kSplitGroup)
     detail::compress_split_group<Ratio, HeadDim, In>(p, epilogue);
   else
-    detail::compress_small_ratio<Ratio, HeadDim, In, RowThreads>(p, epilogue);
+    detail::compress_small_ratio<Ratio, HeadDim, In, RowThreads>(p, epilogue,
+                                                                 block_tokens / Cfg::kWindowsPerBlock);
 }
 
 KVC_NAMESPACE_END

@@ -27,6 +27,7 @@
 #include "../functor/rms_norm.hpp"
 #include "compress_params.hpp"
 #include "row_fragment.cuh"
+#include "window_rules.hpp"
 
 KVC_NAMESPACE_BEGIN
 
@@ -98,6 +99,27 @@ struct CompressConfig {
   // them 50 registers (164 -> 114), a quarter of their warps per SM (bench/NOTES.md 36).
   static constexpr bool kSpeculativeRows =
       !kSplitGroup && (Ratio == 1 || (Ratio == 2 && kRowThreads > 32));
+  /// Wide windows: warp rows whose rows are loaded after the decisions (ratios 2 .. 15) may
+  /// own a window of several groups, Ratio x 2^k tokens, one token's indices per lane plus
+  /// the Ratio - 1 tokens before the window (kMaxWindow + Ratio - 1 <= 32 lanes). The launch
+  /// sizes the window to the GPU (tokens_per_block); every other instance's window is Ratio.
+  static constexpr bool kWideWindows = !kSplitGroup && kRowThreads == 32 && !kSpeculativeRows;
+  static constexpr int kMaxWindow = kWideWindows ? detail::widest_window(Ratio, 32) : Ratio;
+  /// Tokens per block for a call of `num_tokens` tokens (the kernel's last argument).
+  /// `wave_blocks`: blocks of this instance the GPU runs at once (SMs x resident blocks per
+  /// SM; 0 when unknown). Wide windows: the widest window whose blocks still fill 7/8 of a
+  /// wave — fewer, longer warps instead of a second wave of blocks, the rule Op B's warp
+  /// records use (InsertConfig::tokens_per_window, bench/NOTES.md 35); kTokensPerBlock when
+  /// the wave is unknown, and for every other instance.
+  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens, int64_t wave_blocks) {
+    if (!kWideWindows || wave_blocks <= 0) return kTokensPerBlock;
+    const int64_t min_blocks = (7 * wave_blocks + 7) / 8;
+    int w = Ratio;
+    while (2 * w <= kMaxWindow &&
+           (num_tokens + int64_t{2 * w} * kWindowsPerBlock - 1) / (int64_t{2 * w} * kWindowsPerBlock) >= min_blocks)
+      w *= 2;
+    return w * kWindowsPerBlock;
+  }
 
   /// Channel held by fragment element i of thread `lane` (vector v = i / kVecElems).
   KVC_HOST_DEVICE static constexpr int channel(int lane, int i) {
