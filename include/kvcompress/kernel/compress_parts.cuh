@@ -27,6 +27,7 @@
 #include "../functor/rms_norm.hpp"
 #include "compress_params.hpp"
 #include "row_fragment.cuh"
+#include "wave_rule.hpp"
 #include "window_rules.hpp"
 
 KVC_NAMESPACE_BEGIN
@@ -109,16 +110,12 @@ struct CompressConfig {
   /// `wave_blocks`: blocks of this instance the GPU runs at once (SMs x resident blocks per
   /// SM; 0 when unknown). Wide windows: the widest window whose blocks still fill 7/8 of a
   /// wave — fewer, longer warps instead of a second wave of blocks, the rule Op B's warp
-  /// records use (InsertConfig::tokens_per_window, bench/NOTES.md 35); kTokensPerBlock when
-  /// the wave is unknown, and for every other instance.
+  /// records use (kernel/wave_rule.hpp, bench/NOTES.md 35); kTokensPerBlock when the wave
+  /// is unknown, and for every other instance.
   KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens, int64_t wave_blocks) {
     if (!kWideWindows || wave_blocks <= 0) return kTokensPerBlock;
-    const int64_t min_blocks = (7 * wave_blocks + 7) / 8;
-    int w = Ratio;
-    while (2 * w <= kMaxWindow &&
-           (num_tokens + int64_t{2 * w} * kWindowsPerBlock - 1) / (int64_t{2 * w} * kWindowsPerBlock) >= min_blocks)
-      w *= 2;
-    return w * kWindowsPerBlock;
+    return kWindowsPerBlock * detail::widest_window_with_blocks(num_tokens, Ratio, kMaxWindow, kWindowsPerBlock,
+                                                                detail::wave_fill_blocks(wave_blocks));
   }
 
   /// Channel held by fragment element i of thread `lane` (vector v = i / kVecElems).

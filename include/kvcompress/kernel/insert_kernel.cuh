@@ -34,6 +34,7 @@
 #include "insert_params.hpp"
 #include "record_writer.cuh"
 #include "row_fragment.cuh"
+#include "wave_rule.hpp"
 
 KVC_NAMESPACE_BEGIN
 
@@ -79,10 +80,8 @@ struct InsertConfig {
   /// second, nearly empty wave (bench/NOTES.md 35). Unknown: the largest window that still
   /// gives kMinBlocks blocks.
   KVC_HOST_DEVICE static constexpr int tokens_per_window(int64_t num_tokens, int64_t wave_blocks = 0) {
-    const int64_t min_blocks = wave_blocks > 0 ? (7 * wave_blocks + 7) / 8 : kMinBlocks;
-    int w = kSmallWindow;
-    while (2 * w <= kLargeWindow && blocks_for(num_tokens, 2 * w) >= min_blocks) w *= 2;
-    return w;
+    return detail::widest_window_with_blocks(num_tokens, kSmallWindow, kLargeWindow, kGroups,
+                                             wave_blocks > 0 ? detail::wave_fill_blocks(wave_blocks) : kMinBlocks);
   }
   /// The launch argument: tokens per block.
   KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens, int64_t wave_blocks = 0) {
