@@ -46,13 +46,20 @@ static_assert(W2::kWideWindows && W2::kMaxWindow == 16 && kvc::CompressConfig<4,
               "wide windows: the widest that fits a warp's lanes");
 static_assert(!kvc::CompressConfig<1, 512, float, 32>::kWideWindows && !kvc::CompressConfig<2, 512, float>::kWideWindows &&
                   !kvc::CompressConfig<16, 512, float>::kWideWindows &&
-                  kvc::CompressConfig<2, 512, float>::tokens_per_block(8192, 528) == 2 &&
-                  kvc::CompressConfig<128, 512, float>::tokens_per_block(1 << 20, 528) ==
+                  kvc::CompressConfig<2, 512, float>::windows(8192, 528).window == 2 &&
+                  kvc::CompressConfig<2, 512, float>::windows(8192, 528).wide == 0 &&
+                  kvc::CompressConfig<128, 512, float>::windows(1 << 20, 528).window ==
                       kvc::CompressConfig<128, 512, float>::kTokensPerBlock,
               "ratio 1, block rows and split groups keep their window");
-static_assert(W2::tokens_per_block(8192, 528) == 16 && W2::tokens_per_block(4480, 528) == 8 &&
-                  W2::tokens_per_block(32768, 528) == 64 && W2::tokens_per_block(1 << 20, 528) == 64 &&
-                  W2::tokens_per_block(8192, 0) == 8 && W2::tokens_per_block(16384, 396) == 32 &&
-                  kvc::CompressConfig<4, 512, float, 32>::tokens_per_block(32768, 264) == 64,
+constexpr bool same(kvc::detail::WindowSizes a, int window, int wide) { return a.window == window && a.wide == wide; }
+static_assert(same(W2::windows(8192, 528), 4, 0) && same(W2::windows(32768, 528), 16, 0) &&
+                  same(W2::windows(1 << 20, 528), 16, 0) && same(W2::windows(8192, 0), 2, 0) &&
+                  same(kvc::CompressConfig<4, 512, float, 32>::windows(32768, 264), 16, 0),
               "wide windows: the widest whose blocks fill 7/8 of a wave");
+// Mixed 2x2048+192x2 (4480 tokens): 2240 two-token windows against 2112 warps a wave; the
+// first 128 take four tokens and the launch is one wave. 16384 tokens on a 396-block wave:
+// 2048 eight-token windows, 1584 warps a wave.
+static_assert(same(W2::windows(4480, 528), 2, 128) && W2::blocks(4480, W2::windows(4480, 528)) == 528 &&
+                  same(W2::windows(16384, 396), 8, 464) && W2::blocks(16384, W2::windows(16384, 396)) == 396,
+              "wide windows: one wave with some windows twice as long");
 }  // namespace

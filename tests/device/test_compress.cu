@@ -138,14 +138,14 @@ TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_
 
 namespace {
 
-/// Op A's warp rows launched directly with `tokens_per_block` (wide windows: the launch
-/// picks it from the GPU's waves, CompressConfig::tokens_per_block).
+/// Op A's warp rows launched directly with `windows` (wide windows: the launch picks them
+/// from the GPU's waves, CompressConfig::windows).
 template <int R>
-kvc::Status launch_warp_rows(const kvc::CompressParams& p, bool bf16, int tokens_per_block) {
-  const int64_t blocks = (p.num_tokens + tokens_per_block - 1) / tokens_per_block;
+kvc::Status launch_warp_rows(const kvc::CompressParams& p, bool bf16, kvc::detail::WindowSizes windows) {
+  const int64_t blocks = kvc::CompressConfig<R, 512, float, 32>::blocks(p.num_tokens, windows);
   const auto run = [&](auto kernel) {
     return kvc::detail::launch_kernel("compress_kernel", kernel, dim3(static_cast<unsigned>(blocks)), dim3(128),
-                                      nullptr, kvc::LaunchOptions{}, p, kvc::LatentEpilogue{}, tokens_per_block);
+                                      nullptr, kvc::LaunchOptions{}, p, kvc::LatentEpilogue{}, windows);
   };
   return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, kvc::LatentEpilogue, 32>)
               : run(kvc::compress_kernel<R, 512, float, kvc::LatentEpilogue, 32>);
@@ -179,16 +179,30 @@ void run_wide_windows(std::mt19937_64& rng) {
     Batch b = kvctest::make_batch(rng, entry.second);
     if (what == "mixed") add_inner_padding(b, rng, 7);
     const auto want = kvcref::compress_reference(kvctest::reference_inputs(b));
-    for (int window = R; window <= Cfg::kMaxWindow; window *= 2)
+    // Every window size, alone and (where twice it still fits) with the first third, or all
+    // but the last one or two, of the windows twice as long (CompressConfig::windows'
+    // one-wave split).
+    std::vector<kvc::detail::WindowSizes> sizes;
+    for (int window = R; window <= Cfg::kMaxWindow; window *= 2) {
+      sizes.push_back({window, 0});
+      if (2 * window > Cfg::kMaxWindow) continue;
+      const int64_t n = (b.num_tokens() + window - 1) / window;
+      sizes.push_back({window, static_cast<int>(n / 3)});
+      sizes.push_back({window, static_cast<int>(n / 2 - 1)});
+    }
+    Batch b16 = b;  // the bf16 input and its reference, once for every size
+    kvctest::round_batch_to_bf16(b16);
+    const auto want16 = kvcref::compress_reference(kvctest::reference_inputs(b16));
+    for (const kvc::detail::WindowSizes& windows : sizes)
       for (bool bf16 : {false, true}) {
-        INFO(what, " R=", R, " window ", window, bf16 ? " bf16" : " fp32", " T=", b.num_tokens());
-        Batch run = b;
-        if (bf16) kvctest::round_batch_to_bf16(run);
-        const auto expected = bf16 ? kvcref::compress_reference(kvctest::reference_inputs(run)) : want;
+        const std::string label = what + " window " + std::to_string(windows.window) + " wide " + std::to_string(windows.wide);
+        INFO(label, " R=", R, bf16 ? " bf16" : " fp32", " T=", b.num_tokens());
+        const Batch& run = bf16 ? b16 : b;
+        const auto& expected = bf16 ? want16 : want;
         kvctest::CompressDevice dev(run, bf16, false, rng);
-        KVC_CHECK_STATUS(launch_warp_rows<R>(dev.params(run), bf16, window * Cfg::kWindowsPerBlock));
+        KVC_CHECK_STATUS(launch_warp_rows<R>(dev.params(run), bf16, windows));
         kvctest::sync();
-        kvctest::check_compress(run, expected, dev, dev.latent_init, what + " window " + std::to_string(window));
+        kvctest::check_compress(run, expected, dev, dev.latent_init, label);
       }
   }
 }
@@ -196,7 +210,7 @@ void run_wide_windows(std::mt19937_64& rng) {
 }  // namespace
 
 TEST_CASE("Op A: warp rows with wide windows (several groups a warp), every window size") {
-  // The launch sizes a warp row's window to the GPU (CompressConfig::tokens_per_block), so a
+  // The launch sizes a warp row's window to the GPU (CompressConfig::windows), so a
   // test call gets whatever this GPU's waves give; here every size from R to kMaxWindow
   // runs on batches with every kind of window content: chunk starts and ends, head groups
   // reading the ring, deferred stores, padding inside and after the chunks.

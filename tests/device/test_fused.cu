@@ -19,6 +19,7 @@ struct FusedCase {
   bool bf16;
   bool write_latent;
   int window = 0;  // > 0: fp8_ds_mla warp rows launched directly with windows of this many tokens
+  int split = 0;   // ... and 2 x window for none (0), the first third (1) or all but the last one or two (2)
 };
 
 // Head dim 576 (V3.2) is outside the default head-dim list: its instances at ratio 2.
@@ -35,17 +36,16 @@ kvc::Status fused_any(const kvc::FusedParams& p, bool bf16) {
               : kvc::launch_fused<2, 576, float, kvc::Fp8DsMlaV32Layout>(p, nullptr);
 }
 
-// The fused warp rows of fp8_ds_mla at head dim 512 with a window of `window` tokens
-// (wide windows, CompressConfig::tokens_per_block), launched without the host API.
+// The fused warp rows of fp8_ds_mla at head dim 512 with `windows` (wide windows,
+// CompressConfig::windows), launched without the host API.
 template <int R>
-kvc::Status fused_warp_rows(const kvc::FusedParams& p, bool bf16, int window) {
+kvc::Status fused_warp_rows(const kvc::FusedParams& p, bool bf16, kvc::detail::WindowSizes windows) {
   using Epilogue = kvc::RecordEpilogue<kvc::Fp8DsMlaLayout>;
-  const int tokens_per_block = window * kvc::CompressConfig<R, 512, float, 32>::kWindowsPerBlock;
-  const int64_t blocks = (p.compress.num_tokens + tokens_per_block - 1) / tokens_per_block;
+  const int64_t blocks = kvc::CompressConfig<R, 512, float, 32>::blocks(p.compress.num_tokens, windows);
   const auto run = [&](auto kernel) {
     return kvc::detail::launch_kernel("fused compress_kernel", kernel, dim3(static_cast<unsigned>(blocks)),
                                       dim3(128), nullptr, kvc::LaunchOptions{}, p.compress, Epilogue{p.record},
-                                      tokens_per_block);
+                                      windows);
   };
   return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, Epilogue, 32>)
               : run(kvc::compress_kernel<R, 512, float, Epilogue, 32>);
@@ -54,7 +54,7 @@ kvc::Status fused_warp_rows(const kvc::FusedParams& p, bool bf16, int window) {
 void run_fused(const FusedCase& c, uint64_t seed) {
   INFO("fused R=", c.ratio, " D=", c.head_dim, " ", kvc::cache_layout_name(c.layout),
        c.style == kvc::RopeStyle::kGptJ ? " gptj" : " neox", c.bf16 ? " bf16" : " fp32",
-       c.write_latent ? " +latent" : " no latent", " window ", c.window);
+       c.write_latent ? " +latent" : " no latent", " window ", c.window, " split ", c.split);
   std::mt19937_64 rng(seed);
   kvctest::BatchShape s = kvctest::random_shape(rng, c.ratio, c.head_dim, 12, 4 * c.ratio + 60, 3000, 3);
   s.requests[0].chunk_len = 0;
@@ -116,7 +116,9 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   pf.record.cache.data = cache_fu.ptr();
   if (c.window > 0) {
     REQUIRE((c.layout == kvc::CacheLayout::kFp8DsMla && c.head_dim == 512 && (c.ratio == 2 || c.ratio == 4)));
-    KVC_CHECK_STATUS(c.ratio == 2 ? fused_warp_rows<2>(pf, c.bf16, c.window) : fused_warp_rows<4>(pf, c.bf16, c.window));
+    const int64_t n = (T + c.window - 1) / c.window;
+    const kvc::detail::WindowSizes windows{c.window, c.split == 0 ? 0 : static_cast<int>(c.split == 1 ? n / 3 : n / 2 - 1)};
+    KVC_CHECK_STATUS(c.ratio == 2 ? fused_warp_rows<2>(pf, c.bf16, windows) : fused_warp_rows<4>(pf, c.bf16, windows));
   } else {
     KVC_CHECK_STATUS(fused_any(pf, c.bf16));
   }
@@ -159,15 +161,18 @@ TEST_CASE("fused op equals Op A then Op B, bit for bit") {
 }
 
 TEST_CASE("fused warp rows with wide windows equal Op A then Op B, every window size") {
-  // The launch sizes the warp rows' windows to the GPU; here every size from R up.
+  // The launch sizes the warp rows' windows to the GPU; here every size from R up, alone
+  // and with some windows twice as long (the one-wave split).
   uint64_t seed = 7600;
-  for (int ratio : {2, 4})
-    for (int window = ratio; window <= (ratio == 2 ? kvc::CompressConfig<2, 512, float, 32>::kMaxWindow
-                                                   : kvc::CompressConfig<4, 512, float, 32>::kMaxWindow);
-         window *= 2)
-      for (bool bf16 : {false, true}) {
-        const auto style = (seed % 2) ? kvc::RopeStyle::kNeoX : kvc::RopeStyle::kGptJ;
-        run_fused({ratio, 512, kvc::CacheLayout::kFp8DsMla, style, bf16, (seed % 3) != 0, window}, seed);
-        ++seed;
-      }
+  for (int ratio : {2, 4}) {
+    const int widest = ratio == 2 ? kvc::CompressConfig<2, 512, float, 32>::kMaxWindow
+                                  : kvc::CompressConfig<4, 512, float, 32>::kMaxWindow;
+    for (int window = ratio; window <= widest; window *= 2)
+      for (int split = 0; split < (2 * window <= widest ? 3 : 1); ++split)
+        for (bool bf16 : {false, true}) {
+          const auto style = (seed % 2) ? kvc::RopeStyle::kNeoX : kvc::RopeStyle::kGptJ;
+          run_fused({ratio, 512, kvc::CacheLayout::kFp8DsMla, style, bf16, (seed % 3) != 0, window, split}, seed);
+          ++seed;
+        }
+  }
 }

@@ -26,24 +26,25 @@ KVC_NAMESPACE_BEGIN
 /// Op A: one launch pools, normalises and stores the latent of every group closed in the
 /// batch and refreshes the ring (contract §1). The fused op is this kernel with an epilogue that
 /// also writes the cache record (fused_kernel.cuh). Launch with CompressConfig<..., RowThreads>
-/// ::kThreads threads, ceil(num_tokens / tokens_per_block) blocks and `tokens_per_block` =
-/// CompressConfig::tokens_per_block(num_tokens, wave_blocks) (kTokensPerBlock, or for wide
-/// windows a multiple of it; instances without wide windows ignore the argument and use
-/// kTokensPerBlock); kvc::compress() does this after validation, with RowThreads = 32 for
-/// the calls use_warp_rows picks (compress_params.hpp), else the default.
+/// ::kThreads threads, `windows` = CompressConfig::windows(num_tokens, wave_blocks) and
+/// CompressConfig::blocks(num_tokens, windows) blocks (instances without wide windows ignore
+/// the argument: kTokensPerBlock tokens a block); kvc::compress() does this after
+/// validation, with RowThreads = 32 for the calls use_warp_rows picks (compress_params.hpp),
+/// else the default.
 template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, int RowThreads = 0>
 __global__ void __launch_bounds__(
     CompressConfig<Ratio, HeadDim, In, RowThreads>::kThreads,
     std::is_same<Epilogue, LatentEpilogue>::value
         ? 0
         : CompressConfig<Ratio, HeadDim, In, RowThreads>::kRecordMinBlocksPerSm)
-    compress_kernel(const CompressParams p, const Epilogue epilogue, const int tokens_per_block) {
+    compress_kernel(const CompressParams p, const Epilogue epilogue, const detail::WindowSizes windows) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
-  const int block_tokens = Cfg::kWideWindows ? tokens_per_block : Cfg::kTokensPerBlock;
+  const detail::WindowSizes sizes =
+      Cfg::kWideWindows ? windows : detail::WindowSizes{Cfg::kTokensPerBlock / Cfg::kWindowsPerBlock, 0};
   // Decided before the PDL wait, so the parameters' constant-cache misses come before it
   // (arch/pdl.cuh); every block of a validated launch has tokens and passes. An epilogue's
   // own parameters are read after the wait (reading them before measured slower without PDL).
-  if ((static_cast<int64_t>(blockIdx.x) * block_tokens >= p.num_tokens) |
+  if ((sizes.first_token(static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock) >= p.num_tokens) |
       !required_pointers_set<Ratio>(p))
     return;
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.
@@ -52,8 +53,7 @@ __global__ void __launch_bounds__(
   if constexpr (CompressConfig<Ratio, HeadDim, In>::kSplitGroup)
     detail::compress_split_group<Ratio, HeadDim, In>(p, epilogue);
   else
-    detail::compress_small_ratio<Ratio, HeadDim, In, RowThreads>(p, epilogue,
-                                                                 block_tokens / Cfg::kWindowsPerBlock);
+    detail::compress_small_ratio<Ratio, HeadDim, In, RowThreads>(p, epilogue, sizes);
 }
 
 KVC_NAMESPACE_END

@@ -106,16 +106,21 @@ struct CompressConfig {
   /// sizes the window to the GPU (tokens_per_block); every other instance's window is Ratio.
   static constexpr bool kWideWindows = !kSplitGroup && kRowThreads == 32 && !kSpeculativeRows;
   static constexpr int kMaxWindow = kWideWindows ? detail::widest_window(Ratio, 32) : Ratio;
-  /// Tokens per block for a call of `num_tokens` tokens (the kernel's last argument).
-  /// `wave_blocks`: blocks of this instance the GPU runs at once (SMs x resident blocks per
-  /// SM; 0 when unknown). Wide windows: the widest window whose blocks still fill 7/8 of a
-  /// wave — fewer, longer warps instead of a second wave of blocks, the rule Op B's warp
-  /// records use (kernel/wave_rule.hpp, bench/NOTES.md 35); kTokensPerBlock when the wave
-  /// is unknown, and for every other instance.
-  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens, int64_t wave_blocks) {
-    if (!kWideWindows || wave_blocks <= 0) return kTokensPerBlock;
-    return kWindowsPerBlock * detail::widest_window_with_blocks(num_tokens, Ratio, kMaxWindow, kWindowsPerBlock,
-                                                                detail::wave_fill_blocks(wave_blocks));
+  /// The windows of a call of `num_tokens` tokens (the kernel's last argument; in launch
+  /// order, kWindowsPerBlock a block). `wave_blocks`: blocks of this instance the GPU runs
+  /// at once (SMs x resident blocks per SM; 0 when unknown). Wide windows: the widest window
+  /// whose blocks still fill 7/8 of a wave — fewer, longer warps instead of a second wave of
+  /// blocks, the rule Op B's warp records use — and where those need between one and two
+  /// waves, twice that window for the first ones, so the launch is one wave
+  /// (kernel/wave_rule.hpp, bench/NOTES.md 35, 41); R when the wave is unknown. Every other
+  /// instance: kTokensPerBlock / kWindowsPerBlock tokens a window.
+  KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks) {
+    if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
+    return detail::window_sizes(num_tokens, Ratio, kMaxWindow, kWindowsPerBlock, wave_blocks, 0);
+  }
+  /// Blocks of a launch of `num_tokens` tokens in windows `w`.
+  KVC_HOST_DEVICE static constexpr int64_t blocks(int64_t num_tokens, detail::WindowSizes w) {
+    return (w.count(num_tokens) + kWindowsPerBlock - 1) / kWindowsPerBlock;
   }
 
   /// Channel held by fragment element i of thread `lane` (vector v = i / kVecElems).

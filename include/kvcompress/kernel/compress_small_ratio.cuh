@@ -49,11 +49,12 @@ struct WindowIndices {
   int32_t req = -1, req_ahead = -1, req_back = -1, req_long = -1;
 };
 
-/// `window`: tokens of each row's window, Ratio except in wide windows
-/// (CompressConfig::kWideWindows: a multiple of Ratio, at most kMaxWindow).
+/// `windows`: the rows' windows in launch order (kWindowsPerBlock a block): Ratio tokens
+/// each, except in wide windows (CompressConfig::kWideWindows: multiples of Ratio, at most
+/// kMaxWindow).
 template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
 KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& epilogue,
-                                     const int window) {
+                                     const WindowSizes& windows) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
   using Warp = CompressWarp<Ratio, HeadDim, In, RowThreads>;
   using Raw = typename Warp::Raw;
@@ -66,13 +67,14 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   static_assert(Cfg::kRowThreads == 32 || Cfg::kThreads == Cfg::kRowThreads,
                 "a row is a warp, or the whole block (its reductions use __syncthreads)");
 
-  // W tokens a window: R, or for wide windows the launch's choice (one or more groups).
-  const int W = Cfg::kWideWindows ? window : R;
+  // This row's window: W tokens from w0 (W = R, or for wide windows the launch's choice:
+  // one or more groups).
+  const int64_t window = static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock + threadIdx.x / Cfg::kRowThreads;
+  const int W = Cfg::kWideWindows ? windows.size(window) : R;
+  const int64_t w0 = Cfg::kWideWindows ? windows.first_token(window) : window * R;
   const int lane = threadIdx.x % 32;                // index roles (one token per lane)
   const int thread = threadIdx.x % Cfg::kRowThreads;  // channel slice of every row
   const int64_t T = p.num_tokens;
-  const int64_t w0 =
-      (static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock + threadIdx.x / Cfg::kRowThreads) * W;
   if (w0 >= T) return;  // uniform over the row's threads (a warp or the block)
   [[maybe_unused]] const int C = p.ring_layout.capacity;
   [[maybe_unused]] const int reach = C - R + 1;  // a tail store can hit a head row only this far in

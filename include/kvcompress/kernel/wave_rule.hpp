@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // kvcompress — how wide a warp's window of tokens is, given the GPU's wave: the one rule
-// behind Op B's warp records (InsertConfig::tokens_per_window) and Op A's wide windows
-// (CompressConfig::tokens_per_block). Host-compilable; the compile tier checks its choices
+// behind Op B's warp records (InsertConfig::windows) and Op A's wide windows
+// (CompressConfig::windows). Host-compilable; the compile tier checks its choices
 // (tests/compile/instances_insert.cu, instances_compress.cu).
 #pragma once
 
@@ -30,6 +30,44 @@ KVC_HOST_DEVICE constexpr int widest_window_with_blocks(int64_t num_tokens, int 
     w *= 2;
   }
   return w;
+}
+
+/// The windows of a launch, in launch order (block x windows per block + the row group in
+/// the block): each owns `window` consecutive tokens, except the first `wide` ones, which own
+/// 2 x window. The kernels' launch argument (Op B's warp records, Op A's wide windows).
+struct WindowSizes {
+  int window = 1;
+  int wide = 0;
+  /// The first token of window w.
+  KVC_HOST_DEVICE constexpr int64_t first_token(int64_t w) const {
+    return int64_t{window} * (w + (w < wide ? w : int64_t{wide}));
+  }
+  /// The tokens of window w.
+  KVC_HOST_DEVICE constexpr int size(int64_t w) const { return w < wide ? 2 * window : window; }
+  /// Windows a launch of `num_tokens` tokens needs (each starts before num_tokens).
+  KVC_HOST_DEVICE constexpr int64_t count(int64_t num_tokens) const {
+    return (num_tokens + window - 1) / window - wide;
+  }
+};
+
+/// The windows of a launch of `num_tokens` tokens: the widest window of widest_window_with_blocks
+/// whose blocks fill 7/8 of a wave of `wave_blocks` blocks (`min_blocks_unknown` blocks when
+/// the wave is not known: wave_blocks <= 0). Where those windows need more than one wave but
+/// fewer than two, the first ones take twice the window so that the launch is one wave
+/// exactly: a few warps with two windows' work end sooner than a second wave of blocks that
+/// starts only as the first retires (bench/NOTES.md 41). Never wider than `largest`.
+KVC_HOST_DEVICE constexpr WindowSizes window_sizes(int64_t num_tokens, int smallest, int largest,
+                                                   int windows_per_block, int64_t wave_blocks,
+                                                   int64_t min_blocks_unknown) {
+  WindowSizes s;
+  s.window = widest_window_with_blocks(num_tokens, smallest, largest, windows_per_block,
+                                       wave_blocks > 0 ? wave_fill_blocks(wave_blocks) : min_blocks_unknown);
+  if (wave_blocks > 0 && 2 * s.window <= largest) {
+    const int64_t windows = (num_tokens + s.window - 1) / s.window;
+    const int64_t wave = wave_blocks * windows_per_block;
+    if (windows > wave && windows < 2 * wave) s.wide = static_cast<int>(windows - wave);
+  }
+  return s;
 }
 
 }  // namespace detail

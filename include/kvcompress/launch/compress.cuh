@@ -43,12 +43,11 @@ Status launch_compress_rows(const char* name, const CompressParams& p, cudaStrea
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
   constexpr auto kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>;
   // Wide windows (warp rows, ratios 2 .. 15) are sized to the GPU's waves; every other
-  // instance has kTokensPerBlock.
-  const int tokens_per_block = Cfg::tokens_per_block(
-      p.num_tokens, Cfg::kWideWindows ? wave_blocks<kernel>(Cfg::kThreads) : 0);
-  const int64_t blocks = (p.num_tokens + tokens_per_block - 1) / tokens_per_block;
-  return launch_kernel(name, kernel, dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads),
-                       stream, options, p, epilogue, tokens_per_block);
+  // instance has kTokensPerBlock tokens a block.
+  const detail::WindowSizes windows =
+      Cfg::windows(p.num_tokens, Cfg::kWideWindows ? wave_blocks<kernel>(Cfg::kThreads) : 0);
+  return launch_kernel(name, kernel, dim3(static_cast<unsigned>(Cfg::blocks(p.num_tokens, windows))),
+                       dim3(Cfg::kThreads), stream, options, p, epilogue, windows);
 }
 
 /// ... with the row mapping for the call's size: at small ratios, a warp per row for large
