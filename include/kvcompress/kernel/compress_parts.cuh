@@ -103,7 +103,7 @@ struct CompressConfig {
   /// Wide windows: warp rows whose rows are loaded after the decisions (ratios 2 .. 15) may
   /// own a window of several groups, Ratio x 2^k tokens, one token's indices per lane plus
   /// the Ratio - 1 tokens before the window (kMaxWindow + Ratio - 1 <= 32 lanes). The launch
-  /// sizes the window to the GPU (tokens_per_block); every other instance's window is Ratio.
+  /// sizes the window to the GPU (windows); every other instance's window is Ratio.
   static constexpr bool kWideWindows = !kSplitGroup && kRowThreads == 32 && !kSpeculativeRows;
   static constexpr int kMaxWindow = kWideWindows ? detail::widest_window(Ratio, 32) : Ratio;
   /// The windows of a call of `num_tokens` tokens (the kernel's last argument; in launch

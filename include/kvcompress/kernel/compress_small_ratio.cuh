@@ -2,7 +2,7 @@
 // kvcompress — Op A for small ratios (R < 16): the threads of one row (RowThreads: a warp,
 // or a whole 128-thread block for decode-sized calls) per window of W consecutive tokens:
 // W = R, except in warp rows at R >= 2, where the launch may give a warp several groups
-// (CompressConfig::kWideWindows, tokens_per_block: fewer, longer warps instead of a second
+// (CompressConfig::kWideWindows, CompressConfig::windows: fewer, longer warps instead of a second
 // wave of blocks; below, "the window" is those W tokens and lane roles count up to W).
 //
 // The row's threads share the rows: thread k (0 .. CompressConfig::kRowThreads - 1) holds
