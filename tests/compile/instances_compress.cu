@@ -62,4 +62,18 @@ static_assert(same(W2::windows(8192, 528), 4, 0) && same(W2::windows(32768, 528)
 static_assert(same(W2::windows(4480, 528), 2, 128) && W2::blocks(4480, W2::windows(4480, 528)) == 528 &&
                   same(W2::windows(16384, 396), 8, 464) && W2::blocks(16384, W2::windows(16384, 396)) == 396,
               "wide windows: one wave with some windows twice as long");
+// Split groups in clusters (sm_90): as many blocks as leave each warp one batch of members
+// (ratio 128: 8 warps x 2 members x 8 blocks, at head dim 128 8 members a batch, 2 blocks;
+// ratio 64: 4 blocks; ratio 16: none), at most
+// the portable 8; none before sm_90 and for every small ratio.
+static_assert(kvc::CompressConfig<128, 512, float>::cluster_blocks(9) == 8 &&
+                  kvc::CompressConfig<128, 512, kvc::bf16_t>::cluster_blocks(10) == 8 &&
+                  kvc::CompressConfig<128, 128, float>::cluster_blocks(9) == 2 &&
+                  kvc::CompressConfig<64, 512, float>::cluster_blocks(9) == 4 &&
+                  kvc::CompressConfig<32, 512, float>::cluster_blocks(9) == 2 &&
+                  kvc::CompressConfig<16, 512, float>::cluster_blocks(9) == 1 &&
+                  kvc::CompressConfig<128, 512, float>::cluster_blocks(8) == 1 &&
+                  kvc::CompressConfig<4, 512, float>::cluster_blocks(9) == 1 &&
+                  kvc::CompressConfig<2, 512, float, 32>::cluster_blocks(9) == 1,
+              "split groups: cluster sizes");
 }  // namespace

@@ -108,6 +108,69 @@ TEST_CASE("Op A: split groups in calls of >= 16 R tokens") {
   }
 }
 
+namespace {
+
+/// Op A's split groups launched directly in clusters of `cluster` blocks (1: no cluster
+/// attribute, the path of GPUs before sm_90).
+template <int R>
+kvc::Status launch_split_groups(const kvc::CompressParams& p, bool bf16, int cluster) {
+  using Cfg = kvc::CompressConfig<R, 512, float>;
+  const kvc::detail::WindowSizes windows = Cfg::windows(p.num_tokens, 0);
+  const auto blocks = static_cast<unsigned>(Cfg::blocks(p.num_tokens, windows) * cluster);
+  const auto run = [&](auto kernel) {
+    return kvc::detail::launch_kernel_in_clusters("compress_kernel", kernel, dim3(blocks), dim3(Cfg::kThreads),
+                                                  static_cast<unsigned>(cluster), nullptr,
+                                                  kvc::LaunchOptions{true}, p, kvc::LatentEpilogue{}, windows);
+  };
+  return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, kvc::LatentEpilogue>)
+              : run(kvc::compress_kernel<R, 512, float, kvc::LatentEpilogue>);
+}
+
+template <int R>
+void run_cluster_sizes(std::mt19937_64& rng) {
+  using Cfg = kvc::CompressConfig<R, 512, float>;
+  static_assert(Cfg::kSplitGroup && Cfg::kMaxClusterBlocks > 1, "a ratio whose groups split over a cluster");
+  int major = 0;
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
+  CHECK(Cfg::cluster_blocks(major) == (major >= 9 ? Cfg::kMaxClusterBlocks : 1));
+  // Chunks at odd starts, one longer than the ring (its head group's ring rows are
+  // overwritten by the same call: deferred stores split over the cluster), decode and
+  // speculative requests, several groups closing in one window, padding.
+  const int C = kvc::ring_capacity(R, 3);
+  BatchShape s = shape_of(R, 512, {{3 * C + 5, 2 * R + 1}, {4 * R + 3, R - 1}, {2, 3 * R - 1}, {1, R - 1},
+                                   {4, 5 * R - 2}, {0, 9}, {R + 7, 4 * R}},
+                          3);
+  s.capacity = C;
+  Batch b = kvctest::make_batch(rng, s);
+  add_inner_padding(b, rng, 11);
+  Batch b16 = b;
+  kvctest::round_batch_to_bf16(b16);
+  const auto want = kvcref::compress_reference(kvctest::reference_inputs(b));
+  const auto want16 = kvcref::compress_reference(kvctest::reference_inputs(b16));
+  for (int cluster = 1; cluster <= Cfg::kMaxClusterBlocks; cluster *= 2) {
+    if (cluster > 1 && major < 9) break;
+    for (bool bf16 : {false, true}) {
+      const std::string label = "cluster " + std::to_string(cluster);
+      INFO(label, " R=", R, bf16 ? " bf16" : " fp32", " T=", b.num_tokens());
+      const Batch& run = bf16 ? b16 : b;
+      kvctest::CompressDevice dev(run, bf16, false, rng);
+      KVC_CHECK_STATUS(launch_split_groups<R>(dev.params(run), bf16, cluster));
+      kvctest::sync();
+      kvctest::check_compress(run, bf16 ? want16 : want, dev, dev.latent_init, label);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Op A: split groups pooled by clusters of every size") {
+  // kvc::compress launches ratios >= 16 in clusters of CompressConfig::cluster_blocks blocks
+  // on sm_90; here every power-of-two size up to it, and no cluster at all, on the same batch.
+  std::mt19937_64 rng(17);
+  run_cluster_sizes<32>(rng);
+  run_cluster_sizes<128>(rng);
+}
+
 TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_rows)") {
   // Small calls spread a row over a block, large ones hold a row per warp: kWarpRowMinWindows
   // R-token windows, or at ratio 2 kWarpRowPrefillMinWindows when the requests are long

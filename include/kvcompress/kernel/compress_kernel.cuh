@@ -6,8 +6,9 @@
 //    block for decode-sized calls, a warp for large ones: RowThreads, picked by the
 //    launch; a warp's window may hold several groups, sized by the launch), two dependent
 //    memory round trips at decode (compress_small_ratio.cuh);
-//  - large ratios (R >= 16): a block pools each group, warps merging their members through
-//    shared memory (compress_split_group.cuh).
+//  - large ratios (R >= 16): a block, or on sm_90 a cluster of blocks on as many SMs, pools
+//    each group, warps merging their members through shared memory and the blocks through
+//    distributed shared memory (compress_split_group.cuh).
 // Shared pieces (config, row loads, pooling, RMSNorm, ring ordering, the latent epilogue)
 // are in compress_parts.cuh.
 #pragma once
@@ -16,6 +17,7 @@
 
 #include <type_traits>
 
+#include "../arch/cluster.cuh"
 #include "../arch/pdl.cuh"
 #include "compress_parts.cuh"
 #include "compress_small_ratio.cuh"
@@ -28,7 +30,9 @@ KVC_NAMESPACE_BEGIN
 /// also writes the cache record (fused_kernel.cuh). Launch with CompressConfig<..., RowThreads>
 /// ::kThreads threads, `windows` = CompressConfig::windows(num_tokens, wave_blocks) and
 /// CompressConfig::blocks(num_tokens, windows) blocks (instances without wide windows ignore
-/// the argument: kTokensPerBlock tokens a block); kvc::compress() does this after
+/// the argument: kTokensPerBlock tokens a block); split-group instances (R >= 16) may be
+/// launched with clusters of CompressConfig::cluster_blocks(cc_major) blocks (or a divisor
+/// of it), that many times the blocks; kvc::compress() does this after
 /// validation, with RowThreads = 32 for the calls use_warp_rows picks (compress_params.hpp),
 /// else the default.
 template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, int RowThreads = 0>
@@ -44,7 +48,10 @@ __global__ void __launch_bounds__(
   // Decided before the PDL wait, so the parameters' constant-cache misses come before it
   // (arch/pdl.cuh); every block of a validated launch has tokens and passes. An epilogue's
   // own parameters are read after the wait (reading them before measured slower without PDL).
-  if ((sizes.first_token(static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock) >= p.num_tokens) |
+  // Split groups: the blocks of a cluster share a window (all of them return or none).
+  const int64_t first_window = Cfg::kSplitGroup ? static_cast<int64_t>(blockIdx.x / arch::cluster_size())
+                                                : static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock;
+  if ((sizes.first_token(first_window) >= p.num_tokens) |
       !required_pointers_set<Ratio>(p))
     return;
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.

@@ -93,6 +93,18 @@ struct CompressConfig {
   /// batch spreads its ring copies and rare closings over many blocks. R-token windows for
   /// large split-group calls were measured and were slower (bench/NOTES.md 8).
   static constexpr int kTokensPerBlock = kSplitGroup ? 2 * kWarps : Ratio * kWindowsPerBlock;
+  /// Split groups on sm_90 and newer: the blocks of a thread-block cluster that share a
+  /// window and pool each closing group together (kernel/compress_split_group.cuh), so its
+  /// Ratio rows are read by that many SMs at once: as many as leave each warp one batch of
+  /// members, at most 8 (the portable cluster size; a divisor of the batches a warp has
+  /// without a cluster). 1 for every other instance and before
+  /// sm_90 (`cc_major`: the device's compute capability major version).
+  static constexpr int kMaxClusterBlocks = kSplitGroup ? largest_divisor(kMembersPerWarp / kBatch, 8) : 1;
+  static_assert(kMembersPerWarp % (kMaxClusterBlocks * kBatch) == 0,
+                "a cluster splits a group's members into whole batches per warp");
+  KVC_HOST_DEVICE static constexpr int cluster_blocks(int cc_major) {
+    return cc_major >= 9 ? kMaxClusterBlocks : 1;
+  }
   // Ratio 1, and ratio 2 in block rows (decode), load every row of a window together with
   // its indices (one round trip for a decode group whose rows are all in the input). Larger
   // ratios would hold Ratio rows in registers and load members after the indices instead;

@@ -1,28 +1,34 @@
 // SPDX-License-Identifier: Apache-2.0
-// kvcompress — Op A for large ratios (R >= 16): a block pools each group.
+// kvcompress — Op A for large ratios (R >= 16): a block, or a cluster of blocks, pools each group.
 //
 // Work mapping. A block owns a window of consecutive tokens (2 per warp, so a decode batch
-// spreads its ring copies over many blocks). Phase 1: one thread per token of the window
-// reads the token's indices and plans its work (does it close a group, does it store its row
-// into the ring, is it the group that reads the ring) into shared memory, with the RMSNorm
-// weight. Phase 2: the rows of non-closing tokens that go to the ring are copied by the whole
-// block (independent rows, several 16-byte moves in flight per thread); then each group
-// closing in the window is pooled by the whole block, every warp a slice of the members,
-// merged through shared memory in a fixed tree, so a group of 128 rows is not serialized on
-// one warp. The pooled row stays in registers through RMSNorm to the epilogue.
+// spreads its ring copies over many blocks); on sm_90 kvc::compress launches a cluster of up
+// to 8 blocks per window instead (CompressConfig::cluster_blocks), one block an SM. Phase 1:
+// one thread per token of the window reads the token's indices and plans its work (does it
+// close a group, does it store its row into the ring, is it the group that reads the ring)
+// into shared memory, with the RMSNorm weight; each block of a cluster plans the same window.
+// Phase 2: the rows of non-closing tokens that go to the ring are copied by all the threads
+// (independent rows, several 16-byte moves in flight per thread); then each group closing in
+// the window is pooled by every warp, each a slice of the members, merged through shared
+// memory in a fixed tree and, in a cluster, the blocks' states by rank 0 through distributed
+// shared memory in rank order; so a group of 128 rows is neither serialized on one warp nor
+// on one SM. The pooled row stays in registers through RMSNorm to the epilogue.
 #pragma once
 
 #include "../config.hpp"
 
 #include <cstdint>
 
+#include "../arch/cluster.cuh"
 #include "compress_parts.cuh"
 
 KVC_NAMESPACE_BEGIN
 namespace detail {
 
+/// `count_errors`: whether the slot and position skips of token t are counted in p.errors
+/// (one block of a cluster plans for counting; its peers plan the same tokens again).
 template <int Ratio>
-KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
+KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t, bool count_errors) {
   TokenPlan tp{-1, 0, 0, 0, 0, 0, 0u};
   // Independent loads first: slot, position and request travel together, with the requests
   // of the tokens R - 1 behind and C ahead and the end of the real tokens.
@@ -39,7 +45,7 @@ KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
     real_end = real_tokens_end(p);
   }
   if (slot < 0) return tp;
-  if (usable_slot<Ratio>(p, slot, pos, true) < 0) return tp;
+  if (usable_slot<Ratio>(p, slot, pos, count_errors) < 0) return tp;
   if constexpr (Ratio > 1) {
     if (!known_request(p, r)) return tp;
   }
@@ -79,20 +85,21 @@ KVC_DEVICE TokenPlan plan_token(const CompressParams& p, int64_t t) {
 }
 
 /// Copies the listed input rows whole into their ring rows (element offsets `ring_offsets`,
-/// computed once per row) with every thread of the block, four 16-byte moves in flight per
-/// thread: the rows are independent, so a block streams them instead of a warp waiting on
-/// one row at a time.
-template <int HeadDim, typename In, int E, int Threads>
+/// computed once per row) with every thread of the cluster (`threads` of them, this one
+/// `thread`), four 16-byte moves in flight per thread: the rows are independent, so the
+/// blocks stream them instead of a warp waiting on one row at a time.
+template <int HeadDim, typename In, int E>
 KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens,
-                                  const int64_t* ring_offsets, int count, int64_t window) {
+                                  const int64_t* ring_offsets, int count, int64_t window,
+                                  int thread, int threads) {
   constexpr int kVecsPerRow = 2 * HeadDim / E;
   constexpr int kUnroll = 4;
   const int total = count * kVecsPerRow;
-  for (int base = threadIdx.x; base < total; base += Threads * kUnroll) {
+  for (int base = thread; base < total; base += threads * kUnroll) {
     Array<In, E> v[kUnroll];
     KVC_PRAGMA_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
-      const int i = base + u * Threads;
+      const int i = base + u * threads;
       if (i < total)
         v[u] = arch::load_readonly<E>(static_cast<const In*>(p.kv_score) +
                                       (window + tokens[i / kVecsPerRow]) * p.kv_score_stride_elems +
@@ -100,7 +107,7 @@ KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens
     }
     KVC_PRAGMA_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
-      const int i = base + u * Threads;
+      const int i = base + u * threads;
       if (i < total)
         arch::store<E>(static_cast<In*>(p.ring) + ring_offsets[i / kVecsPerRow] +
                            (i % kVecsPerRow) * E,
@@ -109,6 +116,42 @@ KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens
   }
 }
 
+/// One cluster's partial pooling state in its block's shared memory, laid out so that lane
+/// l's float4 v of a field is at [field][v][l] (a warp's loads are conflict-free).
+template <int N>
+struct ClusterState {
+  float4 v[3][N / 4][32];
+};
+
+/// Rank 0's warp 0 merges the states of the cluster's blocks 1 .. size - 1 into its own, in
+/// rank order (a fixed order: the same bits every launch).
+template <int Ratio, int N>
+KVC_DEVICE void merge_cluster_states(PoolState<N>& state, const ClusterState<N>& local, int size,
+                                     int lane) {
+  static_assert(N % 4 == 0, "a lane's channels as float4s");
+  for (int r = 1; r < size; ++r) {
+    const ClusterState<N>* peer = arch::peer_shared(&local, r);
+    PoolState<N> other;
+    KVC_PRAGMA_UNROLL
+    for (int v = 0; v < N / 4; ++v) {
+      const float4 m = peer->v[0][v][lane], s = peer->v[1][v][lane], a = peer->v[2][v][lane];
+      other.max[4 * v] = m.x, other.max[4 * v + 1] = m.y, other.max[4 * v + 2] = m.z, other.max[4 * v + 3] = m.w;
+      other.sum[4 * v] = s.x, other.sum[4 * v + 1] = s.y, other.sum[4 * v + 2] = s.z, other.sum[4 * v + 3] = s.w;
+      other.acc[4 * v] = a.x, other.acc[4 * v + 1] = a.y, other.acc[4 * v + 2] = a.z, other.acc[4 * v + 3] = a.w;
+    }
+    GatedPool<Ratio>::merge(state, other);
+  }
+}
+
+/// Op A for large ratios. Launched with clusters (kvc::compress on sm_90: `cluster_blocks`
+/// blocks each, CompressConfig::cluster_blocks), the blocks of a cluster share one window:
+/// each plans it (rank 0 counts the errors), the ring copies are spread over all of them,
+/// and every closing group is pooled by all their warps, Ratio / (blocks x warps) members a
+/// warp; each block merges its warps through shared memory, then rank 0 merges the blocks'
+/// states through distributed shared memory and runs the norm and epilogue. A group's 128
+/// rows (512 KiB at fp32) then stream into 8 SMs at once instead of one (bench/NOTES.md 42).
+/// Without a cluster (a launch of `CompressConfig::blocks` blocks, or before sm_90) each
+/// block owns its window alone. The cluster size must divide Ratio / (kWarps x kBatch).
 template <int Ratio, int HeadDim, typename In, class Epilogue>
 KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& epilogue) {
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
@@ -124,7 +167,9 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
   __shared__ __align__(16) uint16_t weight_smem[HeadDim];  // RMSNorm weight, loaded with the plans
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
-  const int64_t window = static_cast<int64_t>(blockIdx.x) * window_size;
+  const int cluster = arch::cluster_size();
+  const int rank = arch::cluster_rank();
+  const int64_t window = static_cast<int64_t>(blockIdx.x / cluster) * window_size;
 
   if (threadIdx.x == 0) copy_count = 0;
   __syncthreads();
@@ -133,7 +178,8 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
                    arch::load_readonly<E>(reinterpret_cast<const uint16_t*>(p.weight) + i * E));
   for (int k = threadIdx.x; k < window_size; k += Cfg::kThreads) {
     const int64_t t = window + k;
-    const TokenPlan tp = t < p.num_tokens ? plan_token<Ratio>(p, t) : TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
+    const TokenPlan tp =
+        t < p.num_tokens ? plan_token<Ratio>(p, t, rank == 0) : TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
     plans[k] = tp;
     // A closing token stores its row from registers while pooling; the rest go in a list.
     if ((tp.flags & (kStoresOwnRow | kCloses)) == kStoresOwnRow) {
@@ -144,18 +190,23 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
   }
   __syncthreads();
   if constexpr (Ratio > 1)
-    copy_rows_to_ring<HeadDim, In, E, Cfg::kThreads>(p, copy_token, copy_offset, copy_count, window);
+    copy_rows_to_ring<HeadDim, In, E>(p, copy_token, copy_offset, copy_count, window,
+                                      rank * Cfg::kThreads + threadIdx.x, cluster * Cfg::kThreads);
 
   {
-    // The whole block pools each group; warp w takes members [w*M, (w+1)*M).
-    constexpr int M = Cfg::kMembersPerWarp;
+    // The cluster pools each group; warp w of block `rank` takes members [c*M, (c+1)*M) with
+    // c = rank * kWarps + w.
+    const int warps = cluster * Cfg::kWarps;
+    const int cluster_warp = rank * Cfg::kWarps + warp;
+    const int M = Ratio / warps;
     __shared__ float merge_buf[Cfg::kWarps > 1 ? Cfg::kWarps / 2 : 1][3][HeadDim];
+    __shared__ ClusterState<N> cluster_state;
     for (int k = 0; k < window_size; ++k) {
       const TokenPlan tp = plans[k];
       const int64_t t = window + k;
       if (tp.flags & kCloses) {
-        const bool store_own = (tp.flags & kStoresOwnRow) != 0 && warp == Cfg::kWarps - 1;
-        PoolState<N> state = Warp::pool_members(p, t, tp, warp * M, M, store_own, lane);
+        const bool store_own = (tp.flags & kStoresOwnRow) != 0 && cluster_warp == warps - 1;
+        PoolState<N> state = Warp::pool_members(p, t, tp, cluster_warp * M, M, store_own, lane);
         // Fixed merge tree: warp w absorbs warp w + half, halving until warp 0 holds all.
         for (int active = Cfg::kWarps; active > 1; active /= 2) {
           const int half = active / 2;
@@ -182,13 +233,32 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
           }
           __syncthreads();
         }
-        if (warp == 0) {
+        if (cluster > 1) {
+          // Every block's state in its own shared memory; after the barrier every block's
+          // ring reads of the group are done too (the deferred stores may go), and rank 0
+          // reads its peers' states. The second barrier keeps a peer's state (and the
+          // block) alive until rank 0 has read it.
+          if (rank > 0 && warp == 0) {
+            KVC_PRAGMA_UNROLL
+            for (int v = 0; v < N / 4; ++v) {
+              cluster_state.v[0][v][lane] = make_float4(state.max[4 * v], state.max[4 * v + 1], state.max[4 * v + 2], state.max[4 * v + 3]);
+              cluster_state.v[1][v][lane] = make_float4(state.sum[4 * v], state.sum[4 * v + 1], state.sum[4 * v + 2], state.sum[4 * v + 3]);
+              cluster_state.v[2][v][lane] = make_float4(state.acc[4 * v], state.acc[4 * v + 1], state.acc[4 * v + 2], state.acc[4 * v + 3]);
+            }
+          }
+          arch::cluster_arrive();
+          arch::cluster_wait();
+          if (rank == 0 && warp == 0) merge_cluster_states<Ratio>(state, cluster_state, cluster, lane);
+          arch::cluster_arrive();
+        }
+        if (rank == 0 && warp == 0) {
           const auto pending = epilogue.template begin<Ratio, typename Warp::Row>(p, t, tp.pos, lane);
           const Array<uint16_t, N> weight = Warp::template load_weight<false>(weight_smem, lane);
           epilogue.template operator()<Ratio, typename Warp::Row>(
               p, t, tp.pos, pending, Warp::normalize(p, weight, GatedPool<Ratio>::finish(state), lane));
         }
-        if (tp.flags & kIsHead) Warp::deferred_stores(p, tp, lane, lane, warp, Cfg::kWarps);
+        if (tp.flags & kIsHead) Warp::deferred_stores(p, tp, lane, lane, cluster_warp, warps);
+        if (cluster > 1) arch::cluster_wait();
       }
     }
   }

@@ -46,8 +46,11 @@ Status launch_compress_rows(const char* name, const CompressParams& p, cudaStrea
   // instance has kTokensPerBlock tokens a block.
   const detail::WindowSizes windows =
       Cfg::windows(p.num_tokens, Cfg::kWideWindows ? wave_blocks<kernel>(Cfg::kThreads) : 0);
-  return launch_kernel(name, kernel, dim3(static_cast<unsigned>(Cfg::blocks(p.num_tokens, windows))),
-                       dim3(Cfg::kThreads), stream, options, p, epilogue, windows);
+  // Split groups (R >= 16) on sm_90: a cluster of blocks per window (kernel/compress_split_group.cuh).
+  const int cluster = Cfg::kSplitGroup ? Cfg::cluster_blocks(device_cc_major()) : 1;
+  return launch_kernel_in_clusters(
+      name, kernel, dim3(static_cast<unsigned>(Cfg::blocks(p.num_tokens, windows) * cluster)),
+      dim3(Cfg::kThreads), static_cast<unsigned>(cluster), stream, options, p, epilogue, windows);
 }
 
 /// ... with the row mapping for the call's size: at small ratios, a warp per row for large
