@@ -51,18 +51,21 @@ int per_device_value(Query query) {
   return value > 0 ? value : 0;
 }
 
-struct PdlSupportTag {};
+struct ComputeCapabilityTag {};
+
+/// The current device's compute capability major version (9 on an H100); 0 when the query
+/// fails (the caller then picks what runs everywhere).
+inline int device_cc_major() {
+  return per_device_value<ComputeCapabilityTag>([](int device) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return 0;
+    return major;
+  });
+}
 
 /// Whether the current device runs programmatic dependent launches (sm_90 and newer); a
 /// failed query launches without PDL.
-inline bool device_supports_pdl() {
-  return per_device_value<PdlSupportTag>([](int device) {
-           int major = 0;
-           if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-             return 0;
-           return major >= 9 ? 2 : 1;
-         }) == 2;
-}
+inline bool device_supports_pdl() { return device_cc_major() >= 9; }
 
 /// How many blocks of `threads` threads of kernel `Kernel` the current device runs at once:
 /// its SMs times the blocks per SM its registers and shared memory allow; 0 when a query
@@ -76,18 +79,6 @@ int wave_blocks(int threads) {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, 0) != cudaSuccess)
       return 0;
     return sms * per_sm;
-  });
-}
-
-struct ComputeCapabilityTag {};
-
-/// The current device's compute capability major version (9 on an H100); 0 when the query
-/// fails (the caller then picks what runs everywhere).
-inline int device_cc_major() {
-  return per_device_value<ComputeCapabilityTag>([](int device) {
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return 0;
-    return major;
   });
 }
 
