@@ -116,31 +116,45 @@ KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens
   }
 }
 
-/// One cluster's partial pooling state in its block's shared memory, laid out so that lane
-/// l's float4 v of a field is at [field][v][l] (a warp's loads are conflict-free).
+/// One block's partial pooling state in its shared memory, for its cluster's rank 0: lane
+/// l's fragment elements [v*W, (v+1)*W) of a field at [field][v][l] (W floats, a 16-byte
+/// vector where the fragment allows), so a warp's accesses are conflict-free.
 template <int N>
 struct ClusterState {
-  float4 v[3][N / 4][32];
+  static constexpr int W = N % 4 == 0 ? 4 : N % 2 == 0 ? 2 : 1;
+  float f[3][N / W][32][W];
+
+  KVC_DEVICE void put(const PoolState<N>& s, int lane) {
+    KVC_PRAGMA_UNROLL
+    for (int v = 0; v < N / W; ++v) {
+      Array<float, W> m, x, a;
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < W; ++e) m[e] = s.max[v * W + e], x[e] = s.sum[v * W + e], a[e] = s.acc[v * W + e];
+      arch::store<W>(f[0][v][lane], m);
+      arch::store<W>(f[1][v][lane], x);
+      arch::store<W>(f[2][v][lane], a);
+    }
+  }
+  KVC_DEVICE PoolState<N> get(int lane) const {
+    PoolState<N> s;
+    KVC_PRAGMA_UNROLL
+    for (int v = 0; v < N / W; ++v) {
+      const Array<float, W> m = arch::load<W>(f[0][v][lane]), x = arch::load<W>(f[1][v][lane]),
+                            a = arch::load<W>(f[2][v][lane]);
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < W; ++e) s.max[v * W + e] = m[e], s.sum[v * W + e] = x[e], s.acc[v * W + e] = a[e];
+    }
+    return s;
+  }
 };
 
 /// Rank 0's warp 0 merges the states of the cluster's blocks 1 .. size - 1 into its own, in
-/// rank order (a fixed order: the same bits every launch).
+/// rank order (a fixed order: the same bits every launch), reading each peer's `local`
+/// through distributed shared memory.
 template <int Ratio, int N>
 KVC_DEVICE void merge_cluster_states(PoolState<N>& state, const ClusterState<N>& local, int size,
                                      int lane) {
-  static_assert(N % 4 == 0, "a lane's channels as float4s");
-  for (int r = 1; r < size; ++r) {
-    const ClusterState<N>* peer = arch::peer_shared(&local, r);
-    PoolState<N> other;
-    KVC_PRAGMA_UNROLL
-    for (int v = 0; v < N / 4; ++v) {
-      const float4 m = peer->v[0][v][lane], s = peer->v[1][v][lane], a = peer->v[2][v][lane];
-      other.max[4 * v] = m.x, other.max[4 * v + 1] = m.y, other.max[4 * v + 2] = m.z, other.max[4 * v + 3] = m.w;
-      other.sum[4 * v] = s.x, other.sum[4 * v + 1] = s.y, other.sum[4 * v + 2] = s.z, other.sum[4 * v + 3] = s.w;
-      other.acc[4 * v] = a.x, other.acc[4 * v + 1] = a.y, other.acc[4 * v + 2] = a.z, other.acc[4 * v + 3] = a.w;
-    }
-    GatedPool<Ratio>::merge(state, other);
-  }
+  for (int r = 1; r < size; ++r) GatedPool<Ratio>::merge(state, arch::peer_shared(&local, r)->get(lane));
 }
 
 /// Op A for large ratios. Launched with clusters (kvc::compress on sm_90: `cluster_blocks`
@@ -238,14 +252,7 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
           // ring reads of the group are done too (the deferred stores may go), and rank 0
           // reads its peers' states. The second barrier keeps a peer's state (and the
           // block) alive until rank 0 has read it.
-          if (rank > 0 && warp == 0) {
-            KVC_PRAGMA_UNROLL
-            for (int v = 0; v < N / 4; ++v) {
-              cluster_state.v[0][v][lane] = make_float4(state.max[4 * v], state.max[4 * v + 1], state.max[4 * v + 2], state.max[4 * v + 3]);
-              cluster_state.v[1][v][lane] = make_float4(state.sum[4 * v], state.sum[4 * v + 1], state.sum[4 * v + 2], state.sum[4 * v + 3]);
-              cluster_state.v[2][v][lane] = make_float4(state.acc[4 * v], state.acc[4 * v + 1], state.acc[4 * v + 2], state.acc[4 * v + 3]);
-            }
-          }
+          if (rank > 0 && warp == 0) cluster_state.put(state, lane);
           arch::cluster_arrive();
           arch::cluster_wait();
           if (rank == 0 && warp == 0) merge_cluster_states<Ratio>(state, cluster_state, cluster, lane);
