@@ -76,4 +76,14 @@ static_assert(kvc::CompressConfig<128, 512, float>::cluster_blocks(9) == 8 &&
                   kvc::CompressConfig<4, 512, float>::cluster_blocks(9) == 1 &&
                   kvc::CompressConfig<2, 512, float, 32>::cluster_blocks(9) == 1,
               "split groups: cluster sizes");
+// ... and at a launch, the largest that keeps the clusters in one wave (132 SMs, one block
+// an SM): decode 64x2 (8 windows) 8, 256x2 (32) 4, 128x6 (48) 2, 1024x4 (256) and every
+// prefill none; none when the wave is unknown or before sm_90.
+using C128 = kvc::CompressConfig<128, 512, float>;
+static_assert(C128::launch_cluster_blocks(9, 8, 132) == 8 && C128::launch_cluster_blocks(9, 32, 132) == 4 &&
+                  C128::launch_cluster_blocks(9, 48, 132) == 2 && C128::launch_cluster_blocks(9, 66, 132) == 2 &&
+                  C128::launch_cluster_blocks(9, 67, 132) == 1 && C128::launch_cluster_blocks(9, 256, 132) == 1 &&
+                  C128::launch_cluster_blocks(9, 8, 0) == 1 && C128::launch_cluster_blocks(8, 8, 132) == 1 &&
+                  kvc::CompressConfig<32, 512, float>::launch_cluster_blocks(9, 8, 132) == 2,
+              "split groups: one wave of clusters");
 }  // namespace

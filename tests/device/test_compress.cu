@@ -201,19 +201,6 @@ TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_
 
 namespace {
 
-/// Op A's warp rows launched directly with `windows` (wide windows: the launch picks them
-/// from the GPU's waves, CompressConfig::windows).
-template <int R>
-kvc::Status launch_warp_rows(const kvc::CompressParams& p, bool bf16, kvc::detail::WindowSizes windows) {
-  const int64_t blocks = kvc::CompressConfig<R, 512, float, 32>::blocks(p.num_tokens, windows);
-  const auto run = [&](auto kernel) {
-    return kvc::detail::launch_kernel("compress_kernel", kernel, dim3(static_cast<unsigned>(blocks)), dim3(128),
-                                      nullptr, kvc::LaunchOptions{}, p, kvc::LatentEpilogue{}, windows);
-  };
-  return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, kvc::LatentEpilogue, 32>)
-              : run(kvc::compress_kernel<R, 512, float, kvc::LatentEpilogue, 32>);
-}
-
 template <int R>
 void run_wide_windows(std::mt19937_64& rng) {
   using Cfg = kvc::CompressConfig<R, 512, float, 32>;
@@ -263,7 +250,7 @@ void run_wide_windows(std::mt19937_64& rng) {
         const Batch& run = bf16 ? b16 : b;
         const auto& expected = bf16 ? want16 : want;
         kvctest::CompressDevice dev(run, bf16, false, rng);
-        KVC_CHECK_STATUS(launch_warp_rows<R>(dev.params(run), bf16, windows));
+        KVC_CHECK_STATUS(kvctest::launch_warp_rows<R>(dev.params(run), bf16, windows));
         kvctest::sync();
         kvctest::check_compress(run, expected, dev, dev.latent_init, label);
       }

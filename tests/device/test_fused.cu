@@ -36,25 +36,11 @@ kvc::Status fused_any(const kvc::FusedParams& p, bool bf16) {
               : kvc::launch_fused<2, 576, float, kvc::Fp8DsMlaV32Layout>(p, nullptr);
 }
 
-// The fused warp rows of fp8_ds_mla at head dim 512 with `windows` (wide windows,
-// CompressConfig::windows), launched without the host API.
-template <int R>
-kvc::Status fused_warp_rows(const kvc::FusedParams& p, bool bf16, kvc::detail::WindowSizes windows) {
-  using Epilogue = kvc::RecordEpilogue<kvc::Fp8DsMlaLayout>;
-  const int64_t blocks = kvc::CompressConfig<R, 512, float, 32>::blocks(p.compress.num_tokens, windows);
-  const auto run = [&](auto kernel) {
-    return kvc::detail::launch_kernel("fused compress_kernel", kernel, dim3(static_cast<unsigned>(blocks)),
-                                      dim3(128), nullptr, kvc::LaunchOptions{}, p.compress, Epilogue{p.record},
-                                      windows);
-  };
-  return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, Epilogue, 32>)
-              : run(kvc::compress_kernel<R, 512, float, Epilogue, 32>);
-}
-
 void run_fused(const FusedCase& c, uint64_t seed) {
-  INFO("fused R=", c.ratio, " D=", c.head_dim, " ", kvc::cache_layout_name(c.layout),
-       c.style == kvc::RopeStyle::kGptJ ? " gptj" : " neox", c.bf16 ? " bf16" : " fp32",
-       c.write_latent ? " +latent" : " no latent", " window ", c.window, " split ", c.split);
+  // std::string: doctest prints a plain const char* as a pointer.
+  INFO("fused R=", c.ratio, " D=", c.head_dim, " ", std::string(kvc::cache_layout_name(c.layout)),
+       std::string(c.style == kvc::RopeStyle::kGptJ ? " gptj" : " neox"), std::string(c.bf16 ? " bf16" : " fp32"),
+       std::string(c.write_latent ? " +latent" : " no latent"), " window ", c.window, " split ", c.split);
   std::mt19937_64 rng(seed);
   kvctest::BatchShape s = kvctest::random_shape(rng, c.ratio, c.head_dim, 12, 4 * c.ratio + 60, 3000, 3);
   s.requests[0].chunk_len = 0;
@@ -93,7 +79,18 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   record.cache.scale = d_scale.ptr();
   record.cache.data = cache_ab.ptr();
   const kvc::CompressParams pa = ab.params(b);
-  KVC_CHECK_STATUS(compress_any(pa, c.bf16));
+  // Warp rows with given windows: Op A with the same windows (the same code path as the
+  // fused op's), else what the host API picks for both.
+  kvc::detail::WindowSizes windows{0, 0};
+  if (c.window > 0) {
+    REQUIRE((c.layout == kvc::CacheLayout::kFp8DsMla && c.head_dim == 512 && (c.ratio == 2 || c.ratio == 4)));
+    const int64_t n = (T + c.window - 1) / c.window;
+    windows = {c.window, c.split == 0 ? 0 : static_cast<int>(c.split == 1 ? n / 3 : n / 2 - 1)};
+    KVC_CHECK_STATUS(c.ratio == 2 ? kvctest::launch_warp_rows<2>(pa, c.bf16, windows)
+                                  : kvctest::launch_warp_rows<4>(pa, c.bf16, windows));
+  } else {
+    KVC_CHECK_STATUS(compress_any(pa, c.bf16));
+  }
   kvc::InsertParams pb;
   pb.ratio = c.ratio;
   pb.head_dim = c.head_dim;
@@ -115,10 +112,9 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   pf.record = record;
   pf.record.cache.data = cache_fu.ptr();
   if (c.window > 0) {
-    REQUIRE((c.layout == kvc::CacheLayout::kFp8DsMla && c.head_dim == 512 && (c.ratio == 2 || c.ratio == 4)));
-    const int64_t n = (T + c.window - 1) / c.window;
-    const kvc::detail::WindowSizes windows{c.window, c.split == 0 ? 0 : static_cast<int>(c.split == 1 ? n / 3 : n / 2 - 1)};
-    KVC_CHECK_STATUS(c.ratio == 2 ? fused_warp_rows<2>(pf, c.bf16, windows) : fused_warp_rows<4>(pf, c.bf16, windows));
+    const kvc::RecordEpilogue<kvc::Fp8DsMlaLayout> epilogue{pf.record};
+    KVC_CHECK_STATUS(c.ratio == 2 ? kvctest::launch_warp_rows<2>(pf.compress, c.bf16, windows, epilogue)
+                                  : kvctest::launch_warp_rows<4>(pf.compress, c.bf16, windows, epilogue));
   } else {
     KVC_CHECK_STATUS(fused_any(pf, c.bf16));
   }

@@ -59,7 +59,9 @@ struct InsertProblem {
   InsertProblem(const InsertCase& cs, std::mt19937_64& rng) : c(cs) {
     const int64_t T = c.tokens;
     positions = kvctest::random_positions(rng, T, 4000, c.max_chunk);
-    table = kvctest::rope_table(4000 + 301, c.table_bf16);
+    // Every position of the batch has a table row: starts below 4000, chunks of at most
+    // max_chunk positions.
+    table = kvctest::rope_table(4000 + c.max_chunk + 1, c.table_bf16);
     latent_stride_elems = c.head_dim + 16;
     latent = kvctest::random_latent(rng, T, c.head_dim, latent_stride_elems, c.nonfinite);
     shape = kvctest::cache_shape(c.layout, c.head_dim, c.block_size, T / c.block_size + 3, c.padded);
@@ -137,6 +139,7 @@ struct InsertProblem {
     in.slot = slot.data();
     in.cos_sin = table.values.data();
     in.cos_sin_stride_elems = table.stride;
+    in.cos_sin_rows = table.rows;
     in.layout = kvctest::ref_layout(c.layout);
     in.block_size = c.block_size;
     in.page_stride_bytes = shape.page_stride;

@@ -105,6 +105,18 @@ struct CompressConfig {
   KVC_HOST_DEVICE static constexpr int cluster_blocks(int cc_major) {
     return cc_major >= 9 ? kMaxClusterBlocks : 1;
   }
+  /// The cluster of a launch of `windows` windows (Cfg::blocks): the largest power of two up
+  /// to cluster_blocks(cc_major) whose clusters all run in one wave of `wave_blocks` blocks
+  /// (SMs x resident blocks per SM; 0 when unknown: no cluster). Every block of a cluster
+  /// plans its window again and the split group path holds one block an SM, so a cluster
+  /// that makes the launch a second wave costs more than it saves: measured on an H100,
+  /// 8-block clusters for every window took decode 1024x4 from 37 to 89 us and prefill
+  /// 1x32768 from 82 to 497 us (bench/NOTES.md 43).
+  KVC_HOST_DEVICE static constexpr int launch_cluster_blocks(int cc_major, int64_t windows, int64_t wave_blocks) {
+    int c = cluster_blocks(cc_major);
+    while (c > 1 && (wave_blocks <= 0 || windows * c > wave_blocks)) c /= 2;
+    return c;
+  }
   // Ratio 1, and ratio 2 in block rows (decode), load every row of a window together with
   // its indices (one round trip for a decode group whose rows are all in the input). Larger
   // ratios would hold Ratio rows in registers and load members after the indices instead;

@@ -46,10 +46,14 @@ Status launch_compress_rows(const char* name, const CompressParams& p, cudaStrea
   // instance has kTokensPerBlock tokens a block.
   const detail::WindowSizes windows =
       Cfg::windows(p.num_tokens, Cfg::kWideWindows ? wave_blocks<kernel>(Cfg::kThreads) : 0);
-  // Split groups (R >= 16) on sm_90: a cluster of blocks per window (kernel/compress_split_group.cuh).
-  const int cluster = Cfg::kSplitGroup ? Cfg::cluster_blocks(device_cc_major()) : 1;
+  // Split groups (R >= 16) on sm_90: a cluster of blocks per window where the clusters fit
+  // one wave (CompressConfig::launch_cluster_blocks, kernel/compress_split_group.cuh).
+  const int64_t blocks = Cfg::blocks(p.num_tokens, windows);
+  const int cluster = Cfg::kSplitGroup && Cfg::cluster_blocks(device_cc_major()) > 1
+                          ? Cfg::launch_cluster_blocks(device_cc_major(), blocks, wave_blocks<kernel>(Cfg::kThreads))
+                          : 1;
   return launch_kernel_in_clusters(
-      name, kernel, dim3(static_cast<unsigned>(Cfg::blocks(p.num_tokens, windows) * cluster)),
+      name, kernel, dim3(static_cast<unsigned>(blocks * cluster)),
       dim3(Cfg::kThreads), static_cast<unsigned>(cluster), stream, options, p, epilogue, windows);
 }
 
