@@ -185,22 +185,26 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
   const int rank = arch::cluster_rank();
   const int64_t window = static_cast<int64_t>(blockIdx.x / cluster) * window_size;
 
-  if (threadIdx.x == 0) copy_count = 0;
-  __syncthreads();
+  static_assert(window_size <= 32, "warp 0 plans the window, a token a lane");
   for (int i = threadIdx.x; i < HeadDim / E; i += Cfg::kThreads)
     arch::store<E>(weight_smem + i * E,
                    arch::load_readonly<E>(reinterpret_cast<const uint16_t*>(p.weight) + i * E));
-  for (int k = threadIdx.x; k < window_size; k += Cfg::kThreads) {
-    const int64_t t = window + k;
-    const TokenPlan tp =
-        t < p.num_tokens ? plan_token<Ratio>(p, t, rank == 0) : TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
-    plans[k] = tp;
-    // A closing token stores its row from registers while pooling; the rest go in a list.
-    if ((tp.flags & (kStoresOwnRow | kCloses)) == kStoresOwnRow) {
-      const int i = atomicAdd(&copy_count, 1);
-      copy_token[i] = k;
+  if (warp == 0) {
+    const int64_t t = window + lane;
+    const TokenPlan tp = lane < window_size && t < p.num_tokens ? plan_token<Ratio>(p, t, rank == 0)
+                                                                : TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
+    if (lane < window_size) plans[lane] = tp;
+    // A closing token stores its row from registers while pooling; the rest go in a list,
+    // in token order: every block of a cluster builds the same list, and the cluster's
+    // threads split it by position.
+    const bool listed = (tp.flags & (kStoresOwnRow | kCloses)) == kStoresOwnRow;
+    const unsigned listed_mask = __ballot_sync(0xffffffffu, listed);
+    if (listed) {
+      const int i = __popc(listed_mask & ((1u << lane) - 1u));
+      copy_token[i] = lane;
       copy_offset[i] = p.ring_layout.slot_offset(tp.slot);
     }
+    if (lane == 0) copy_count = __popc(listed_mask);
   }
   __syncthreads();
   if constexpr (Ratio > 1)
