@@ -93,3 +93,37 @@ TEST_CASE("launch windows: random large calls on GPU-sized waves") {
   CHECK(mixed.window == 2);
   CHECK(mixed.wide == 128);
 }
+
+TEST_CASE("launch windows: the one-wave split of fixed windows (Op A's warp rows)") {
+  // CompressConfig::windows: Ratio-token windows, split only where they need between one and
+  // two waves; then the launch is one wave exactly and covers the tokens once, in order.
+  std::mt19937_64 rng(43);
+  int splits = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const int window = 2 + static_cast<int>(rng() % 14);
+    const int largest = rng() % 4 == 0 ? window : 2 * window + static_cast<int>(rng() % 8);
+    const int per_block = 1 << (rng() % 3);
+    const int64_t wave_blocks = rng() % 5 == 0 ? 0 : static_cast<int64_t>(100 + rng() % 2000);
+    const int64_t tokens = 1 + static_cast<int64_t>(rng() % (int64_t{1} << (10 + rng() % 12)));
+    INFO("T=", tokens, " window ", window, " largest ", largest, " x", per_block, " wave ", wave_blocks);
+    const WindowSizes w = kvc::detail::one_wave_split(WindowSizes{window, 0}, tokens, largest, per_block, wave_blocks);
+    REQUIRE(w.window == window);
+    const int64_t uniform = (tokens + window - 1) / window, wave = wave_blocks * per_block;
+    const bool split = wave_blocks > 0 && 2 * window <= largest && uniform > wave && uniform < 2 * wave;
+    REQUIRE(w.wide == (split ? uniform - wave : 0));
+    const int64_t count = w.count(tokens);
+    int64_t next = 0;
+    bool cover = true;
+    for (int64_t k = 0; k < count; ++k) {
+      cover = cover && w.first_token(k) == next && next < tokens;
+      next += w.size(k);
+    }
+    REQUIRE(cover);
+    REQUIRE(next >= tokens);
+    if (split) {
+      REQUIRE(count == wave);
+      ++splits;
+    }
+  }
+  CHECK(splits > 100);  // the random calls reach the split often
+}

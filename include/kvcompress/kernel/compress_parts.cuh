@@ -132,15 +132,18 @@ struct CompressConfig {
   static constexpr int kMaxWindow = kWideWindows ? detail::widest_window(Ratio, 32) : Ratio;
   /// The windows of a call of `num_tokens` tokens (the kernel's last argument; in launch
   /// order, kWindowsPerBlock a block). `wave_blocks`: blocks of this instance the GPU runs
-  /// at once (SMs x resident blocks per SM; 0 when unknown). Wide windows: the widest window
-  /// whose blocks still fill 7/8 of a wave — fewer, longer warps instead of a second wave of
-  /// blocks, the rule Op B's warp records use — and where those need between one and two
-  /// waves, twice that window for the first ones, so the launch is one wave
-  /// (kernel/wave_rule.hpp, bench/NOTES.md 35, 41); R when the wave is unknown. Every other
-  /// instance: kTokensPerBlock / kWindowsPerBlock tokens a window.
+  /// at once (SMs x resident blocks per SM; 0 when unknown). Wide windows: Ratio tokens,
+  /// and where those need between one and two waves, twice that for the first ones, so the
+  /// launch is one wave (detail::one_wave_split, kernel/wave_rule.hpp; bench/NOTES.md 41):
+  /// mixed 2x2048+192x2 at ratio 2 on an H100 -4 % (Op A) and -5 % (fused). Uniform windows
+  /// wider than Ratio (Op B's 7/8-of-a-wave rule) measured slower for Op A at prefill
+  /// (ratio 2 1x8192 +11 %, 1x32768 +4 %, ratio 4 1x32768 +6 %; NOTES 43), so the launch
+  /// does not pick them; the kernel runs any window up to kMaxWindow (bench's tune_windows
+  /// forces them). Every other instance: kTokensPerBlock / kWindowsPerBlock tokens a window.
   KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks) {
     if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
-    return detail::window_sizes(num_tokens, Ratio, kMaxWindow, kWindowsPerBlock, wave_blocks, 0);
+    return detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow, kWindowsPerBlock,
+                                  wave_blocks);
   }
   /// Blocks of a launch of `num_tokens` tokens in windows `w`.
   KVC_HOST_DEVICE static constexpr int64_t blocks(int64_t num_tokens, detail::WindowSizes w) {

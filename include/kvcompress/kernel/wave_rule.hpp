@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// kvcompress — how wide a warp's window of tokens is, given the GPU's wave: the one rule
-// behind Op B's warp records (InsertConfig::windows) and Op A's wide windows
-// (CompressConfig::windows). Host-compilable; the compile tier checks its choices
+// kvcompress — how wide a warp's window of tokens is, given the GPU's wave: the rules
+// behind Op B's warp records (InsertConfig::windows: window_sizes) and Op A's warp rows
+// (CompressConfig::windows: one_wave_split of Ratio-token windows). Host-compilable; the compile tier checks its choices
 // (tests/compile/instances_insert.cu, instances_compress.cu).
 #pragma once
 
@@ -50,6 +50,22 @@ struct WindowSizes {
   }
 };
 
+/// `w` (uniform windows, w.wide == 0) with the one-wave split: where its windows need more
+/// than one wave of `wave_blocks` blocks (`windows_per_block` windows each) but fewer than
+/// two, the first ones take twice the window so that the launch is one wave exactly: a few
+/// warps with two windows' work end sooner than a second wave of blocks that starts only as
+/// the first retires (bench/NOTES.md 41). Unchanged where 2 x w.window > `largest` or the
+/// wave is not known (wave_blocks <= 0).
+KVC_HOST_DEVICE constexpr WindowSizes one_wave_split(WindowSizes w, int64_t num_tokens, int largest,
+                                                     int windows_per_block, int64_t wave_blocks) {
+  if (wave_blocks > 0 && 2 * w.window <= largest) {
+    const int64_t windows = (num_tokens + w.window - 1) / w.window;
+    const int64_t wave = wave_blocks * windows_per_block;
+    if (windows > wave && windows < 2 * wave) w.wide = static_cast<int>(windows - wave);
+  }
+  return w;
+}
+
 /// The windows of a launch of `num_tokens` tokens: the widest window of widest_window_with_blocks
 /// whose blocks fill 7/8 of a wave of `wave_blocks` blocks (`min_blocks_unknown` blocks when
 /// the wave is not known: wave_blocks <= 0). Where those windows need more than one wave but
@@ -62,12 +78,7 @@ KVC_HOST_DEVICE constexpr WindowSizes window_sizes(int64_t num_tokens, int small
   WindowSizes s;
   s.window = widest_window_with_blocks(num_tokens, smallest, largest, windows_per_block,
                                        wave_blocks > 0 ? wave_fill_blocks(wave_blocks) : min_blocks_unknown);
-  if (wave_blocks > 0 && 2 * s.window <= largest) {
-    const int64_t windows = (num_tokens + s.window - 1) / s.window;
-    const int64_t wave = wave_blocks * windows_per_block;
-    if (windows > wave && windows < 2 * wave) s.wide = static_cast<int>(windows - wave);
-  }
-  return s;
+  return one_wave_split(s, num_tokens, largest, windows_per_block, wave_blocks);
 }
 
 }  // namespace detail
