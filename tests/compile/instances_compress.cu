@@ -52,20 +52,20 @@ static_assert(!kvc::CompressConfig<1, 512, float, 32>::kWideWindows && !kvc::Com
                       kvc::CompressConfig<128, 512, float>::kTokensPerBlock,
               "ratio 1, block rows and split groups keep their window");
 constexpr bool same(kvc::detail::WindowSizes a, int window, int wide) { return a.window == window && a.wide == wide; }
-// Op A's warp rows keep Ratio-token windows where they need one wave or two and more
-// (prefill 1x8192 and 1x32768 on an H100's 528-block wave; wider ones measured slower,
-// bench/NOTES.md 43), and when the wave is unknown.
+// Op A's warp rows keep Ratio-token windows where a second wave would be more than 1/8
+// full or there is none (prefill 1x8192 and 1x32768 on an H100's 528-block wave: 1.94 and
+// 7.8 waves; wider windows measured slower, bench/NOTES.md 43), and when the wave is unknown.
 static_assert(same(W2::windows(8192, 528), 2, 0) && same(W2::windows(32768, 528), 2, 0) &&
                   same(W2::windows(1 << 20, 528), 2, 0) && same(W2::windows(4480, 0), 2, 0) &&
+                  same(W2::windows(4000, 396), 2, 0) &&
                   same(kvc::CompressConfig<4, 512, float, 32>::windows(32768, 264), 4, 0),
               "wide windows: Ratio tokens a warp");
 // Mixed 2x2048+192x2 (4480 tokens): 2240 two-token windows against 2112 warps a wave; the
-// first 128 take four tokens and the launch is one wave. 4000 tokens on a 396-block wave:
-// 2000 windows, 1584 warps a wave, the first 416 take four tokens. Ratio 15: no split
-// (30 tokens would not fit a warp's lanes).
+// first 128 take four tokens and the launch is one wave. At most 1/8 of a wave's warps take
+// two windows (264 of 2112: 4752 tokens); ratio 15 never (30 tokens do not fit a warp).
 static_assert(same(W2::windows(4480, 528), 2, 128) && W2::blocks(4480, W2::windows(4480, 528)) == 528 &&
-                  same(W2::windows(4000, 396), 2, 416) && W2::blocks(4000, W2::windows(4000, 396)) == 396 &&
-                  same(kvc::CompressConfig<15, 512, float, 32>::windows(15 * 600, 132), 15, 0),
+                  same(W2::windows(4752, 528), 2, 264) && same(W2::windows(4754, 528), 2, 0) &&
+                  same(kvc::CompressConfig<15, 512, float, 32>::windows(15 * 140, 132), 15, 0),
               "wide windows: one wave with some windows twice as long");
 // Split groups in clusters (sm_90): as many blocks as leave each warp one batch of members
 // (ratio 128: 8 warps x 2 members x 8 blocks, at head dim 128 8 members a batch, 2 blocks;

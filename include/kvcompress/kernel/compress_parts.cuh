@@ -133,17 +133,19 @@ struct CompressConfig {
   /// The windows of a call of `num_tokens` tokens (the kernel's last argument; in launch
   /// order, kWindowsPerBlock a block). `wave_blocks`: blocks of this instance the GPU runs
   /// at once (SMs x resident blocks per SM; 0 when unknown). Wide windows: Ratio tokens,
-  /// and where those need between one and two waves, twice that for the first ones, so the
-  /// launch is one wave (detail::one_wave_split, kernel/wave_rule.hpp; bench/NOTES.md 41):
-  /// mixed 2x2048+192x2 at ratio 2 on an H100 -4 % (Op A) and -5 % (fused). Uniform windows
-  /// wider than Ratio (Op B's 7/8-of-a-wave rule) measured slower for Op A at prefill
-  /// (ratio 2 1x8192 +11 %, 1x32768 +4 %, ratio 4 1x32768 +6 %; NOTES 43), so the launch
-  /// does not pick them; the kernel runs any window up to kMaxWindow (bench's tune_windows
-  /// forces them). Every other instance: kTokensPerBlock / kWindowsPerBlock tokens a window.
+  /// and where those would leave a second wave at most 1/8 full, twice that for the first
+  /// ones, so the launch is one wave (detail::one_wave_split, kernel/wave_rule.hpp): on an
+  /// H100, mixed 2x2048+192x2 at ratio 2 (a 6 % second wave) -5 % for Op A and the fused op.
+  /// A warp pools its groups one after the other, so two groups a warp cost about what two
+  /// waves do: 4-token windows at prefill 1x8192 (1.94 waves of 2-token ones) +11 %, 16-token
+  /// windows at 1x32768 +4 % (ratio 4: +6 %; bench/NOTES.md 43); the kernel still runs any
+  /// window up to kMaxWindow (tests and bench's tune_windows launch them directly). Every
+  /// other instance: kTokensPerBlock / kWindowsPerBlock tokens a window.
   KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks) {
     if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
-    return detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow, kWindowsPerBlock,
-                                  wave_blocks);
+    const detail::WindowSizes w = detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow,
+                                                         kWindowsPerBlock, wave_blocks);
+    return 8 * int64_t{w.wide} <= wave_blocks * kWindowsPerBlock ? w : detail::WindowSizes{Ratio, 0};
   }
   /// Blocks of a launch of `num_tokens` tokens in windows `w`.
   KVC_HOST_DEVICE static constexpr int64_t blocks(int64_t num_tokens, detail::WindowSizes w) {
