@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // kvcompress — how wide a warp's window of tokens is, given the GPU's wave: the rules
 // behind Op B's warp records (InsertConfig::windows: window_sizes) and Op A's warp rows
-// (CompressConfig::windows: one_wave_split of Ratio-token windows). Host-compilable; the compile tier checks its choices
-// (tests/compile/instances_insert.cu, instances_compress.cu).
+// (CompressConfig::windows: one_wave_split of Ratio-token windows). Host-compilable; the
+// host tier tests them (tests/host/test_wave_rule.cpp) and the compile tier checks their
+// choices (tests/compile/instances_insert.cu, instances_compress.cu).
 #pragma once
 
 #include <cstdint>

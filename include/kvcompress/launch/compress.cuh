@@ -49,8 +49,9 @@ Status launch_compress_rows(const char* name, const CompressParams& p, cudaStrea
   // Split groups (R >= 16) on sm_90: a cluster of blocks per window where the clusters fit
   // one wave (CompressConfig::launch_cluster_blocks, kernel/compress_split_group.cuh).
   const int64_t blocks = Cfg::blocks(p.num_tokens, windows);
-  const int cluster = Cfg::kSplitGroup && Cfg::cluster_blocks(device_cc_major()) > 1
-                          ? Cfg::launch_cluster_blocks(device_cc_major(), blocks, wave_blocks<kernel>(Cfg::kThreads))
+  const int cc_major = Cfg::kSplitGroup ? device_cc_major() : 0;
+  const int cluster = Cfg::cluster_blocks(cc_major) > 1
+                          ? Cfg::launch_cluster_blocks(cc_major, blocks, wave_blocks<kernel>(Cfg::kThreads))
                           : 1;
   return launch_kernel_in_clusters(
       name, kernel, dim3(static_cast<unsigned>(blocks * cluster)),
