@@ -93,9 +93,16 @@ void tune_windows(nvbench::state& state, nvbench::type_list<nvbench::enum_type<R
   if (skip_empty(state, pr)) return;
   constexpr auto op_a = kvc::compress_kernel<R, kHeadDim, float, kvc::LatentEpilogue, 32>;
   constexpr auto op_fused = kvc::compress_kernel<R, kHeadDim, float, Record, 32>;
-  const int wave = fused ? kvc::detail::wave_blocks<op_fused>(Cfg::kThreads) : kvc::detail::wave_blocks<op_a>(Cfg::kThreads);
+  // Windows other than Ratio tokens: the instance that reads them (as kvc::compress does).
+  constexpr auto op_a_any = kvc::compress_kernel<R, kHeadDim, float, kvc::LatentEpilogue, 32, true>;
+  constexpr auto op_fused_any = kvc::compress_kernel<R, kHeadDim, float, Record, 32, true>;
+  // The wave of the instance that runs (a split needs the one that reads its windows).
+  const bool split = state.get_int64("Split") != 0;
+  const bool any = split || Cfg::reads_windows(kvc::detail::WindowSizes{window, 0});
+  const int wave = fused ? kvc::detail::wave_blocks<op_fused_any>(Cfg::kThreads) : kvc::detail::wave_blocks<op_a_any>(Cfg::kThreads);
+  const int wave_ratio = fused ? kvc::detail::wave_blocks<op_fused>(Cfg::kThreads) : kvc::detail::wave_blocks<op_a>(Cfg::kThreads);
   kvc::detail::WindowSizes windows{window, 0};
-  if (state.get_int64("Split") != 0) {
+  if (split) {
     const int64_t n = (pr.T + window - 1) / window, wave_windows = int64_t{wave} * Cfg::kWindowsPerBlock;
     if (!(n > wave_windows && n < 2 * wave_windows) || 2 * window > Cfg::kMaxWindow) {
       state.skip("this window needs one wave, or two or more: no one-wave split");
@@ -103,8 +110,10 @@ void tune_windows(nvbench::state& state, nvbench::type_list<nvbench::enum_type<R
     }
     windows.wide = static_cast<int>(n - wave_windows);
   }
-  const kvc::detail::WindowSizes chosen = Cfg::windows(pr.T, wave);
-  add_count_summary(state, "kvc/wave", "Wave", "blocks the GPU runs at once (wave_blocks)", wave);
+  const kvc::detail::WindowSizes chosen =
+      fused ? kvc::detail::compress_windows<R, kHeadDim, float, 32, Record>(pr.T)
+            : kvc::detail::compress_windows<R, kHeadDim, float, 32, kvc::LatentEpilogue>(pr.T);
+  add_count_summary(state, "kvc/wave", "Wave", "blocks the GPU runs at once (wave_blocks)", any ? wave : wave_ratio);
   add_count_summary(state, "kvc/blocks", "Blocks", "blocks of the launch", Cfg::blocks(pr.T, windows));
   auto& pick = state.add_summary("kvc/auto_window");
   pick.set_string("name", "Auto window");
@@ -122,11 +131,11 @@ void tune_windows(nvbench::state& state, nvbench::type_list<nvbench::enum_type<R
   time_launches(state, pr, sets, fused ? pr.fused_bytes(info) : pr.a, [&](cudaStream_t s, int i) {
     if (fused) {
       const kvc::FusedParams p = dev.fused(pr, info, i);
-      check(kvc::detail::launch_kernel("fused compress_kernel", op_fused, blocks, dim3(Cfg::kThreads), s, opt,
+      check(kvc::detail::launch_kernel("fused compress_kernel", any ? op_fused_any : op_fused, blocks, dim3(Cfg::kThreads), s, opt,
                                        p.compress, Record{p.record}, windows),
             "fused compress_kernel");
     } else {
-      check(kvc::detail::launch_kernel("compress_kernel", op_a, blocks, dim3(Cfg::kThreads), s, opt,
+      check(kvc::detail::launch_kernel("compress_kernel", any ? op_a_any : op_a, blocks, dim3(Cfg::kThreads), s, opt,
                                        dev.compress(pr, i), kvc::LatentEpilogue{}, windows),
             "compress_kernel");
     }

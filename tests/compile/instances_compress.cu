@@ -67,6 +67,13 @@ static_assert(same(W2::windows(4480, 528), 2, 128) && W2::blocks(4480, W2::windo
                   same(W2::windows(4752, 528), 2, 264) && same(W2::windows(4754, 528), 2, 0) &&
                   same(kvc::CompressConfig<15, 512, float, 32>::windows(15 * 140, 132), 15, 0),
               "wide windows: one wave with some windows twice as long");
+// Only windows other than Ratio tokens run the instance that reads them at run time
+// (compress_kernel's AnyWindow: more registers); block rows never do.
+static_assert(!W2::reads_windows(W2::windows(8192, 528)) && W2::reads_windows(W2::windows(4480, 528)) &&
+                  W2::reads_windows(kvc::detail::WindowSizes{4, 0}) &&
+                  !kvc::CompressConfig<2, 512, float>::reads_windows(kvc::CompressConfig<2, 512, float>::windows(64, 528)) &&
+                  !kvc::CompressConfig<1, 512, float, 32>::reads_windows(kvc::detail::WindowSizes{1, 0}),
+              "which windows need the run-time-window instance");
 // Split groups in clusters (sm_90): as many blocks as leave each warp one batch of members
 // (ratio 128: 8 warps x 2 members x 8 blocks, at head dim 128 8 members a batch, 2 blocks;
 // ratio 64: 4 blocks; ratio 16: none), at most

@@ -34,8 +34,11 @@ KVC_NAMESPACE_BEGIN
 /// launched with clusters of CompressConfig::cluster_blocks(cc_major) blocks (or a divisor
 /// of it), that many times the blocks; kvc::compress() does this after
 /// validation, with RowThreads = 32 for the calls use_warp_rows picks (compress_params.hpp),
-/// else the default.
-template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, int RowThreads = 0>
+/// else the default. AnyWindow: an instance with wide windows reads `windows`; without it,
+/// every window is Ratio tokens, a compile-time constant (CompressConfig::reads_windows
+/// says which instance a launch's windows need).
+template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, int RowThreads = 0,
+          bool AnyWindow = false>
 __global__ void __launch_bounds__(
     CompressConfig<Ratio, HeadDim, In, RowThreads>::kThreads,
     std::is_same<Epilogue, LatentEpilogue>::value
@@ -43,8 +46,9 @@ __global__ void __launch_bounds__(
         : CompressConfig<Ratio, HeadDim, In, RowThreads>::kRecordMinBlocksPerSm)
     compress_kernel(const CompressParams p, const Epilogue epilogue, const detail::WindowSizes windows) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
+  constexpr bool kReadsWindows = Cfg::kWideWindows && AnyWindow;
   const detail::WindowSizes sizes =
-      Cfg::kWideWindows ? windows : detail::WindowSizes{Cfg::kTokensPerBlock / Cfg::kWindowsPerBlock, 0};
+      kReadsWindows ? windows : detail::WindowSizes{Cfg::kTokensPerBlock / Cfg::kWindowsPerBlock, 0};
   // Decided before the PDL wait, so the parameters' constant-cache misses come before it
   // (arch/pdl.cuh); every block of a validated launch has tokens and passes. An epilogue's
   // own parameters are read after the wait (reading them before measured slower without PDL).
@@ -60,7 +64,7 @@ __global__ void __launch_bounds__(
   if constexpr (CompressConfig<Ratio, HeadDim, In>::kSplitGroup)
     detail::compress_split_group<Ratio, HeadDim, In>(p, epilogue);
   else
-    detail::compress_small_ratio<Ratio, HeadDim, In, RowThreads>(p, epilogue, sizes);
+    detail::compress_small_ratio<Ratio, HeadDim, In, RowThreads, kReadsWindows>(p, epilogue, sizes);
 }
 
 KVC_NAMESPACE_END

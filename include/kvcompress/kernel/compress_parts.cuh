@@ -151,6 +151,11 @@ struct CompressConfig {
   KVC_HOST_DEVICE static constexpr int64_t blocks(int64_t num_tokens, detail::WindowSizes w) {
     return (w.count(num_tokens) + kWindowsPerBlock - 1) / kWindowsPerBlock;
   }
+  /// Whether windows `w` need the instance that reads its windows at run time
+  /// (compress_kernel's AnyWindow): wide windows other than Ratio tokens each.
+  KVC_HOST_DEVICE static constexpr bool reads_windows(detail::WindowSizes w) {
+    return kWideWindows && (w.wide != 0 || w.window != Ratio);
+  }
 
   /// Channel held by fragment element i of thread `lane` (vector v = i / kVecElems).
   KVC_HOST_DEVICE static constexpr int channel(int lane, int i) {

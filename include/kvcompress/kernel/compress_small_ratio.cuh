@@ -49,10 +49,13 @@ struct WindowIndices {
   int32_t req = -1, req_ahead = -1, req_back = -1, req_long = -1;
 };
 
-/// `windows`: the rows' windows in launch order (kWindowsPerBlock a block): Ratio tokens
-/// each, except in wide windows (CompressConfig::kWideWindows: multiples of Ratio, at most
-/// kMaxWindow).
-template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
+/// `windows`: the rows' windows in launch order (kWindowsPerBlock a block), read only where
+/// ReadsWindows (wide windows, CompressConfig::kWideWindows: multiples of Ratio, at most
+/// kMaxWindow); else every window is Ratio tokens, a compile-time constant. The code with a
+/// run-time window holds more registers (ratio 4: 179 instead of 168, two blocks an SM
+/// instead of three; prefill 1x32768 +5 % on an H100, bench/NOTES.md 44), so only launches
+/// with other windows run it.
+template <int Ratio, int HeadDim, typename In, int RowThreads, bool ReadsWindows, class Epilogue>
 KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& epilogue,
                                      const WindowSizes& windows) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
@@ -70,8 +73,8 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   // This row's window: W tokens from w0 (W = R, or for wide windows the launch's choice:
   // one or more groups).
   const int64_t window = static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock + threadIdx.x / Cfg::kRowThreads;
-  const int W = Cfg::kWideWindows ? windows.size(window) : R;
-  const int64_t w0 = Cfg::kWideWindows ? windows.first_token(window) : window * R;
+  const int W = ReadsWindows ? windows.size(window) : R;
+  const int64_t w0 = ReadsWindows ? windows.first_token(window) : window * R;
   const int lane = threadIdx.x % 32;                // index roles (one token per lane)
   const int thread = threadIdx.x % Cfg::kRowThreads;  // channel slice of every row
   const int64_t T = p.num_tokens;

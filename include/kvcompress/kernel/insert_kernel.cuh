@@ -210,10 +210,14 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
 
   const int lane = threadIdx.x % 32;                // one token per lane
   const int thread = threadIdx.x % Cfg::kRowThreads;  // channel slice of every record
-  // This row group's window (launch order: block, then row group), <= 32 tokens.
+  // This row group's window (launch order: block, then row group), <= 32 tokens. Block
+  // records (decode steps) are launched without the wave, so their windows are uniform
+  // (windows.wide == 0): kept out of their code, whose schedule the split's selects
+  // lengthened by 10-16 % at ratio 2 (bench/NOTES.md 44).
+  constexpr bool kUniform = Cfg::kRowThreads > 32;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * Cfg::kGroups + threadIdx.x / Cfg::kRowThreads;
-  const int window = windows.size(w);
-  const int64_t w0 = windows.first_token(w);
+  const int window = kUniform ? windows.window : windows.size(w);
+  const int64_t w0 = kUniform ? w * windows.window : windows.first_token(w);
   // Uniform over the record's threads (a warp or the block). Decided before the PDL wait,
   // so the parameters' constant-cache misses come before it (arch/pdl.cuh).
   if ((w0 >= p.num_tokens) | !required_pointers_set(p)) return;
