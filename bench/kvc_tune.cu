@@ -91,11 +91,12 @@ void tune_windows(nvbench::state& state, nvbench::type_list<nvbench::enum_type<R
   }
   const Problem& pr = problem(state.get_string("Shape"), R);
   if (skip_empty(state, pr)) return;
-  constexpr auto op_a = kvc::compress_kernel<R, kHeadDim, float, kvc::LatentEpilogue, 32>;
-  constexpr auto op_fused = kvc::compress_kernel<R, kHeadDim, float, Record, 32>;
-  // Windows other than Ratio tokens: the instance that reads them (as kvc::compress does).
-  constexpr auto op_a_any = kvc::compress_kernel<R, kHeadDim, float, kvc::LatentEpilogue, 32, true>;
-  constexpr auto op_fused_any = kvc::compress_kernel<R, kHeadDim, float, Record, 32, true>;
+  // Ratio-token windows: the instance with the window a constant; other windows: the one
+  // that reads them (as kvc::compress picks).
+  constexpr auto op_a = kvc::compress_kernel<R, kHeadDim, float, kvc::LatentEpilogue, 32, true>;
+  constexpr auto op_fused = kvc::compress_kernel<R, kHeadDim, float, Record, 32, true>;
+  constexpr auto op_a_any = kvc::compress_kernel<R, kHeadDim, float, kvc::LatentEpilogue, 32>;
+  constexpr auto op_fused_any = kvc::compress_kernel<R, kHeadDim, float, Record, 32>;
   // The wave of the instance that runs (a split needs the one that reads its windows).
   const bool split = state.get_int64("Split") != 0;
   const bool any = split || Cfg::reads_windows(kvc::detail::WindowSizes{window, 0});

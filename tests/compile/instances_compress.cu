@@ -68,7 +68,7 @@ static_assert(same(W2::windows(4480, 528), 2, 128) && W2::blocks(4480, W2::windo
                   same(kvc::CompressConfig<15, 512, float, 32>::windows(15 * 140, 132), 15, 0),
               "wide windows: one wave with some windows twice as long");
 // Only windows other than Ratio tokens run the instance that reads them at run time
-// (compress_kernel's AnyWindow: more registers); block rows never do.
+// (compress_kernel without RatioWindowsOnly: more registers); block rows never do.
 static_assert(!W2::reads_windows(W2::windows(8192, 528)) && W2::reads_windows(W2::windows(4480, 528)) &&
                   W2::reads_windows(kvc::detail::WindowSizes{4, 0}) &&
                   !kvc::CompressConfig<2, 512, float>::reads_windows(kvc::CompressConfig<2, 512, float>::windows(64, 528)) &&

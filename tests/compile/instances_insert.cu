@@ -70,7 +70,9 @@ static_assert(mixed2.window == 2 && mixed2.wide == 128 && B2::blocks(4480, mixed
               "Op B: one wave with some windows twice as long");
 static_assert(B2::windows(4096, 528).wide == 0 && B2::windows(8192, 528).wide == 0 &&
                   B2::windows(1 << 22, 528).wide == 0 && B2::windows(4480, 0).wide == 0 &&
-                  kvc::InsertConfig<2, 512>::windows(4480).wide == 0,
+                  kvc::InsertConfig<2, 512>::windows(4480).wide == 0 &&
+                  kvc::InsertConfig<2, 512>::windows(4480, 528).wide == 0 &&
+                  kvc::InsertConfig<1, 512>::windows(40000, 528).wide == 0,
               "Op B: no split within one wave, at the largest window, or without the wave");
 }  // namespace split
 }  // namespace

@@ -176,8 +176,9 @@ kvc::Status launch_warp_rows(const kvc::CompressParams& p, bool bf16, kvc::detai
     return kvc::detail::launch_kernel("compress_kernel", kernel, dim3(static_cast<unsigned>(blocks)), dim3(128),
                                       nullptr, kvc::LaunchOptions{}, p, epilogue, windows);
   };
-  // The instance the windows need (Ratio-token windows: the one with the window a constant).
-  if (kvc::CompressConfig<R, 512, float, 32>::reads_windows(windows))
+  // The instance kvc::compress picks for these windows (Ratio tokens each: the one with the
+  // window a constant).
+  if (!kvc::CompressConfig<R, 512, float, 32>::reads_windows(windows))
     return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, Epilogue, 32, true>)
                 : run(kvc::compress_kernel<R, 512, float, Epilogue, 32, true>);
   return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, Epilogue, 32>)

@@ -34,11 +34,12 @@ KVC_NAMESPACE_BEGIN
 /// launched with clusters of CompressConfig::cluster_blocks(cc_major) blocks (or a divisor
 /// of it), that many times the blocks; kvc::compress() does this after
 /// validation, with RowThreads = 32 for the calls use_warp_rows picks (compress_params.hpp),
-/// else the default. AnyWindow: an instance with wide windows reads `windows`; without it,
-/// every window is Ratio tokens, a compile-time constant (CompressConfig::reads_windows
-/// says which instance a launch's windows need).
+/// else the default. RatioWindowsOnly (an instance with wide windows): ignore `windows` and
+/// own Ratio tokens a window, a compile-time constant: fewer registers, but right only for
+/// windows that CompressConfig::reads_windows says need no reading (Ratio tokens each);
+/// kvc::compress launches it for those. The default reads `windows`: right for any.
 template <int Ratio, int HeadDim, typename In, class Epilogue = LatentEpilogue, int RowThreads = 0,
-          bool AnyWindow = false>
+          bool RatioWindowsOnly = false>
 __global__ void __launch_bounds__(
     CompressConfig<Ratio, HeadDim, In, RowThreads>::kThreads,
     std::is_same<Epilogue, LatentEpilogue>::value
@@ -46,7 +47,7 @@ __global__ void __launch_bounds__(
         : CompressConfig<Ratio, HeadDim, In, RowThreads>::kRecordMinBlocksPerSm)
     compress_kernel(const CompressParams p, const Epilogue epilogue, const detail::WindowSizes windows) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
-  constexpr bool kReadsWindows = Cfg::kWideWindows && AnyWindow;
+  constexpr bool kReadsWindows = Cfg::kWideWindows && !RatioWindowsOnly;
   const detail::WindowSizes sizes =
       kReadsWindows ? windows : detail::WindowSizes{Cfg::kTokensPerBlock / Cfg::kWindowsPerBlock, 0};
   // Decided before the PDL wait, so the parameters' constant-cache misses come before it

@@ -151,8 +151,8 @@ struct CompressConfig {
   KVC_HOST_DEVICE static constexpr int64_t blocks(int64_t num_tokens, detail::WindowSizes w) {
     return (w.count(num_tokens) + kWindowsPerBlock - 1) / kWindowsPerBlock;
   }
-  /// Whether windows `w` need the instance that reads its windows at run time
-  /// (compress_kernel's AnyWindow): wide windows other than Ratio tokens each.
+  /// Whether windows `w` need an instance that reads its windows at run time (not
+  /// compress_kernel's RatioWindowsOnly): wide windows other than Ratio tokens each.
   KVC_HOST_DEVICE static constexpr bool reads_windows(detail::WindowSizes w) {
     return kWideWindows && (w.wide != 0 || w.window != Ratio);
   }

@@ -76,9 +76,13 @@ struct InsertConfig {
   /// longer pipelines is slower than a second, nearly empty wave (bench/NOTES.md 35) — and
   /// where those windows need between one and two waves, twice that window for the first
   /// ones, so the launch is one wave (NOTES 41; detail::window_sizes). Unknown: the largest
-  /// window that still gives kMinBlocks blocks.
+  /// window that still gives kMinBlocks blocks. Block records (kRowThreads > 32) never
+  /// split: their kernel reads only `window` (bench/NOTES.md 44).
   KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks = 0) {
-    return detail::window_sizes(num_tokens, kSmallWindow, kLargeWindow, kGroups, wave_blocks, kMinBlocks);
+    detail::WindowSizes w =
+        detail::window_sizes(num_tokens, kSmallWindow, kLargeWindow, kGroups, wave_blocks, kMinBlocks);
+    if (kRowThreads > 32) w.wide = 0;
+    return w;
   }
   /// The window of windows() (its first `wide` windows are twice as long).
   KVC_HOST_DEVICE static constexpr int tokens_per_window(int64_t num_tokens, int64_t wave_blocks = 0) {

@@ -45,8 +45,8 @@ detail::WindowSizes compress_windows(int64_t num_tokens) {
   if constexpr (!Cfg::kWideWindows) {
     return Cfg::windows(num_tokens, 0);
   } else {
-    constexpr auto kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>;
-    constexpr auto any_window_kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads, true>;
+    constexpr auto kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads, true>;
+    constexpr auto any_window_kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>;
     const int wave = wave_blocks<kernel>(Cfg::kThreads);
     const detail::WindowSizes windows = Cfg::windows(num_tokens, wave);
     return Cfg::reads_windows(windows) && wave_blocks<any_window_kernel>(Cfg::kThreads) < wave
@@ -63,8 +63,10 @@ template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
 Status launch_compress_rows(const char* name, const CompressParams& p, cudaStream_t stream,
                             const LaunchOptions& options, const Epilogue& epilogue) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
-  constexpr auto kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>;
-  constexpr auto any_window_kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads, Cfg::kWideWindows>;
+  // Ratio-token windows: the instance with the window a constant (the same one where the
+  // instance has no wide windows).
+  constexpr auto kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads, Cfg::kWideWindows>;
+  constexpr auto any_window_kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>;
   const detail::WindowSizes windows = compress_windows<Ratio, HeadDim, In, RowThreads, Epilogue>(p.num_tokens);
   // Split groups (R >= 16) on sm_90: a cluster of blocks per window where the clusters fit
   // one wave (CompressConfig::launch_cluster_blocks, kernel/compress_split_group.cuh).
