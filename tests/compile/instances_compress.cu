@@ -34,4 +34,68 @@ static_assert(kvc::CompressConfig<2, 512, float, 32>::kRowThreads == 32 &&
                   kvc::CompressConfig<2, 512, float, 32>::kTokensPerBlock == 8 &&
                   kvc::CompressConfig<2, 512, float, 32>::kChannels == 16,
               "large calls at small ratios: a warp per row, 4 windows per block");
+// Wide windows (warp rows at ratios 2 .. 15): R x 2^k tokens a warp, the window's lanes plus
+// the R - 1 before it within 32; the launch takes the widest window whose blocks fill 7/8 of
+// a wave (528 blocks: an H100's 132 SMs x 4), R when the wave is unknown.
+using W2 = kvc::CompressConfig<2, 512, float, 32>;
+static_assert(W2::kWideWindows && W2::kMaxWindow == 16 && kvc::CompressConfig<4, 512, float, 32>::kMaxWindow == 16 &&
+                  kvc::CompressConfig<3, 512, float, 32>::kMaxWindow == 24 &&
+                  kvc::CompressConfig<8, 512, float, 32>::kMaxWindow == 16 &&
+                  kvc::CompressConfig<15, 512, float, 32>::kMaxWindow == 15 &&
+                  kvc::CompressConfig<2, 64, float>::kWideWindows,
+              "wide windows: the widest that fits a warp's lanes");
+static_assert(!kvc::CompressConfig<1, 512, float, 32>::kWideWindows && !kvc::CompressConfig<2, 512, float>::kWideWindows &&
+                  !kvc::CompressConfig<16, 512, float>::kWideWindows &&
+                  kvc::CompressConfig<2, 512, float>::windows(8192, 528).window == 2 &&
+                  kvc::CompressConfig<2, 512, float>::windows(8192, 528).wide == 0 &&
+                  kvc::CompressConfig<128, 512, float>::windows(1 << 20, 528).window ==
+                      kvc::CompressConfig<128, 512, float>::kTokensPerBlock,
+              "ratio 1, block rows and split groups keep their window");
+constexpr bool same(kvc::detail::WindowSizes a, int window, int wide) { return a.window == window && a.wide == wide; }
+// Op A's warp rows keep Ratio-token windows where a second wave would be more than 1/8
+// full or there is none (prefill 1x8192 and 1x32768 on an H100's 528-block wave: 1.94 and
+// 7.8 waves; wider windows measured slower, bench/NOTES.md 43), and when the wave is unknown.
+static_assert(same(W2::windows(8192, 528), 2, 0) && same(W2::windows(32768, 528), 2, 0) &&
+                  same(W2::windows(1 << 20, 528), 2, 0) && same(W2::windows(4480, 0), 2, 0) &&
+                  same(W2::windows(4000, 396), 2, 0) &&
+                  same(kvc::CompressConfig<4, 512, float, 32>::windows(32768, 264), 4, 0),
+              "wide windows: Ratio tokens a warp");
+// Mixed 2x2048+192x2 (4480 tokens): 2240 two-token windows against 2112 warps a wave; the
+// first 128 take four tokens and the launch is one wave. At most 1/8 of a wave's warps take
+// two windows (264 of 2112: 4752 tokens); ratio 15 never (30 tokens do not fit a warp).
+static_assert(same(W2::windows(4480, 528), 2, 128) && W2::blocks(4480, W2::windows(4480, 528)) == 528 &&
+                  same(W2::windows(4752, 528), 2, 264) && same(W2::windows(4754, 528), 2, 0) &&
+                  same(kvc::CompressConfig<15, 512, float, 32>::windows(15 * 140, 132), 15, 0),
+              "wide windows: one wave with some windows twice as long");
+// Only windows other than Ratio tokens run the instance that reads them at run time
+// (compress_kernel without RatioWindowsOnly: more registers); block rows never do.
+static_assert(!W2::reads_windows(W2::windows(8192, 528)) && W2::reads_windows(W2::windows(4480, 528)) &&
+                  W2::reads_windows(kvc::detail::WindowSizes{4, 0}) &&
+                  !kvc::CompressConfig<2, 512, float>::reads_windows(kvc::CompressConfig<2, 512, float>::windows(64, 528)) &&
+                  !kvc::CompressConfig<1, 512, float, 32>::reads_windows(kvc::detail::WindowSizes{1, 0}),
+              "which windows need the run-time-window instance");
+// Split groups in clusters (sm_90): as many blocks as leave each warp one batch of members
+// (ratio 128: 8 warps x 2 members x 8 blocks, at head dim 128 8 members a batch, 2 blocks;
+// ratio 64: 4 blocks; ratio 16: none), at most
+// the portable 8; none before sm_90 and for every small ratio.
+static_assert(kvc::CompressConfig<128, 512, float>::cluster_blocks(9) == 8 &&
+                  kvc::CompressConfig<128, 512, kvc::bf16_t>::cluster_blocks(10) == 8 &&
+                  kvc::CompressConfig<128, 128, float>::cluster_blocks(9) == 2 &&
+                  kvc::CompressConfig<64, 512, float>::cluster_blocks(9) == 4 &&
+                  kvc::CompressConfig<32, 512, float>::cluster_blocks(9) == 2 &&
+                  kvc::CompressConfig<16, 512, float>::cluster_blocks(9) == 1 &&
+                  kvc::CompressConfig<128, 512, float>::cluster_blocks(8) == 1 &&
+                  kvc::CompressConfig<4, 512, float>::cluster_blocks(9) == 1 &&
+                  kvc::CompressConfig<2, 512, float, 32>::cluster_blocks(9) == 1,
+              "split groups: cluster sizes");
+// ... and at a launch, the largest that keeps the clusters in one wave (132 SMs, one block
+// an SM): decode 64x2 (8 windows) 8, 256x2 (32) 4, 128x6 (48) 2, 1024x4 (256) and every
+// prefill none; none when the wave is unknown or before sm_90.
+using C128 = kvc::CompressConfig<128, 512, float>;
+static_assert(C128::launch_cluster_blocks(9, 8, 132) == 8 && C128::launch_cluster_blocks(9, 32, 132) == 4 &&
+                  C128::launch_cluster_blocks(9, 48, 132) == 2 && C128::launch_cluster_blocks(9, 66, 132) == 2 &&
+                  C128::launch_cluster_blocks(9, 67, 132) == 1 && C128::launch_cluster_blocks(9, 256, 132) == 1 &&
+                  C128::launch_cluster_blocks(9, 8, 0) == 1 && C128::launch_cluster_blocks(8, 8, 132) == 1 &&
+                  kvc::CompressConfig<32, 512, float>::launch_cluster_blocks(9, 8, 132) == 2,
+              "split groups: one wave of clusters");
 }  // namespace

@@ -162,4 +162,27 @@ inline void check_compress(const Batch& b, const kvcref::CompressExpected& want,
   }
 }
 
+/// The warp-row instance <R, 512> (In: fp32 or bf16 as `bf16` says) of Op A with
+/// `epilogue` (LatentEpilogue: plain Op A; RecordEpilogue: the fused op), launched with
+/// `windows` instead of the host API's choice (wide windows: kvc::compress sizes them to the
+/// GPU's waves, CompressConfig::windows). Op A and the fused op launched with the same
+/// windows run the same code path (the block rows of a small call do not: another mapping,
+/// another summation order, latents equal only within their bound).
+template <int R, class Epilogue = kvc::LatentEpilogue>
+kvc::Status launch_warp_rows(const kvc::CompressParams& p, bool bf16, kvc::detail::WindowSizes windows,
+                             const Epilogue& epilogue = Epilogue{}) {
+  const int64_t blocks = kvc::CompressConfig<R, 512, float, 32>::blocks(p.num_tokens, windows);
+  const auto run = [&](auto kernel) {
+    return kvc::detail::launch_kernel("compress_kernel", kernel, dim3(static_cast<unsigned>(blocks)), dim3(128),
+                                      nullptr, kvc::LaunchOptions{}, p, epilogue, windows);
+  };
+  // The instance kvc::compress picks for these windows (Ratio tokens each: the one with the
+  // window a constant).
+  if (!kvc::CompressConfig<R, 512, float, 32>::reads_windows(windows))
+    return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, Epilogue, 32, true>)
+                : run(kvc::compress_kernel<R, 512, float, Epilogue, 32, true>);
+  return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, Epilogue, 32>)
+              : run(kvc::compress_kernel<R, 512, float, Epilogue, 32>);
+}
+
 }  // namespace kvctest

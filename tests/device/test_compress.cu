@@ -2,6 +2,8 @@
 // Device tier: Op A (save–compress–norm) against the float64 reference.
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "compress_case.hpp"
 
@@ -106,6 +108,69 @@ TEST_CASE("Op A: split groups in calls of >= 16 R tokens") {
   }
 }
 
+namespace {
+
+/// Op A's split groups launched directly in clusters of `cluster` blocks (1: no cluster
+/// attribute, the path of GPUs before sm_90).
+template <int R>
+kvc::Status launch_split_groups(const kvc::CompressParams& p, bool bf16, int cluster) {
+  using Cfg = kvc::CompressConfig<R, 512, float>;
+  const kvc::detail::WindowSizes windows = Cfg::windows(p.num_tokens, 0);
+  const auto blocks = static_cast<unsigned>(Cfg::blocks(p.num_tokens, windows) * cluster);
+  const auto run = [&](auto kernel) {
+    return kvc::detail::launch_kernel_in_clusters("compress_kernel", kernel, dim3(blocks), dim3(Cfg::kThreads),
+                                                  static_cast<unsigned>(cluster), nullptr,
+                                                  kvc::LaunchOptions{true}, p, kvc::LatentEpilogue{}, windows);
+  };
+  return bf16 ? run(kvc::compress_kernel<R, 512, kvc::bf16_t, kvc::LatentEpilogue>)
+              : run(kvc::compress_kernel<R, 512, float, kvc::LatentEpilogue>);
+}
+
+template <int R>
+void run_cluster_sizes(std::mt19937_64& rng) {
+  using Cfg = kvc::CompressConfig<R, 512, float>;
+  static_assert(Cfg::kSplitGroup && Cfg::kMaxClusterBlocks > 1, "a ratio whose groups split over a cluster");
+  int major = 0;
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
+  CHECK(Cfg::cluster_blocks(major) == (major >= 9 ? Cfg::kMaxClusterBlocks : 1));
+  // Chunks at odd starts, one longer than the ring (its head group's ring rows are
+  // overwritten by the same call: deferred stores split over the cluster), decode and
+  // speculative requests, several groups closing in one window, padding.
+  const int C = kvc::ring_capacity(R, 3);
+  BatchShape s = shape_of(R, 512, {{3 * C + 5, 2 * R + 1}, {4 * R + 3, R - 1}, {2, 3 * R - 1}, {1, R - 1},
+                                   {4, 5 * R - 2}, {0, 9}, {R + 7, 4 * R}},
+                          3);
+  s.capacity = C;
+  Batch b = kvctest::make_batch(rng, s);
+  add_inner_padding(b, rng, 11);
+  Batch b16 = b;
+  kvctest::round_batch_to_bf16(b16);
+  const auto want = kvcref::compress_reference(kvctest::reference_inputs(b));
+  const auto want16 = kvcref::compress_reference(kvctest::reference_inputs(b16));
+  for (int cluster = 1; cluster <= Cfg::kMaxClusterBlocks; cluster *= 2) {
+    if (cluster > 1 && major < 9) break;
+    for (bool bf16 : {false, true}) {
+      const std::string label = "cluster " + std::to_string(cluster);
+      INFO(label, " R=", R, bf16 ? " bf16" : " fp32", " T=", b.num_tokens());
+      const Batch& run = bf16 ? b16 : b;
+      kvctest::CompressDevice dev(run, bf16, false, rng);
+      KVC_CHECK_STATUS(launch_split_groups<R>(dev.params(run), bf16, cluster));
+      kvctest::sync();
+      kvctest::check_compress(run, bf16 ? want16 : want, dev, dev.latent_init, label);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Op A: split groups pooled by clusters of every size") {
+  // kvc::compress launches ratios >= 16 in clusters of CompressConfig::cluster_blocks blocks
+  // on sm_90; here every power-of-two size up to it, and no cluster at all, on the same batch.
+  std::mt19937_64 rng(17);
+  run_cluster_sizes<32>(rng);
+  run_cluster_sizes<128>(rng);
+}
+
 TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_rows)") {
   // Small calls spread a row over a block, large ones hold a row per warp: kWarpRowMinWindows
   // R-token windows, or at ratio 2 kWarpRowPrefillMinWindows when the requests are long
@@ -132,6 +197,76 @@ TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_
       for (bool bf16 : {false, true})
         run_batch(Batch(b), Variant{bf16, ratio == 2}, rng, "windows " + std::to_string(windows));
     }
+}
+
+namespace {
+
+template <int R>
+void run_wide_windows(std::mt19937_64& rng) {
+  using Cfg = kvc::CompressConfig<R, 512, float, 32>;
+  static_assert(Cfg::kWideWindows && Cfg::kThreads == 128, "ratio-R warp rows hold wide windows");
+  const int C = kvc::ring_capacity(R, 3);
+  std::vector<std::pair<std::string, BatchShape>> shapes;
+  // Chunks at odd starts, longer than the ring (deferred tail stores of their head groups),
+  // decode and speculative requests, empty chunks, trailing padding.
+  BatchShape s = shape_of(R, 512, {{3 * C + 5, 2 * R + 1}, {C + 1, 7}, {0, 40}, {1, 1001}, {4, 333},
+                                   {5 * R + 3, R - 1}, {2, 65}, {37, 12}, {1 + R, 90}},
+                          3);
+  s.capacity = C;
+  shapes.emplace_back("long chunks", s);
+  // Mixed: random chunk lengths and starts, inner padding (below), empty chunks.
+  s = kvctest::random_shape(rng, R, 512, 30, 4 * C, 4000, 5);
+  s.requests[4].chunk_len = 0;
+  s.capacity = C;
+  shapes.emplace_back("mixed", s);
+  // Decode-sized requests only: every window holds several requests.
+  s = kvctest::random_shape(rng, R, 512, 48, 0, 4000, 2);
+  for (auto& r : s.requests) r.chunk_len = 1 + static_cast<int>(rng() % 4);
+  s.capacity = C;
+  shapes.emplace_back("speculative", s);
+  for (const auto& entry : shapes) {
+    const std::string& what = entry.first;  // a plain name: INFO captures it
+    Batch b = kvctest::make_batch(rng, entry.second);
+    if (what == "mixed") add_inner_padding(b, rng, 7);
+    const auto want = kvcref::compress_reference(kvctest::reference_inputs(b));
+    // Every window size, alone and (where twice it still fits) with the first third, or all
+    // but the last one or two, of the windows twice as long (CompressConfig::windows'
+    // one-wave split).
+    std::vector<kvc::detail::WindowSizes> sizes;
+    for (int window = R; window <= Cfg::kMaxWindow; window *= 2) {
+      sizes.push_back({window, 0});
+      if (2 * window > Cfg::kMaxWindow) continue;
+      const int64_t n = (b.num_tokens() + window - 1) / window;
+      sizes.push_back({window, static_cast<int>(n / 3)});
+      sizes.push_back({window, static_cast<int>(n / 2 - 1)});
+    }
+    Batch b16 = b;  // the bf16 input and its reference, once for every size
+    kvctest::round_batch_to_bf16(b16);
+    const auto want16 = kvcref::compress_reference(kvctest::reference_inputs(b16));
+    for (const kvc::detail::WindowSizes& windows : sizes)
+      for (bool bf16 : {false, true}) {
+        const std::string label = what + " window " + std::to_string(windows.window) + " wide " + std::to_string(windows.wide);
+        INFO(label, " R=", R, bf16 ? " bf16" : " fp32", " T=", b.num_tokens());
+        const Batch& run = bf16 ? b16 : b;
+        const auto& expected = bf16 ? want16 : want;
+        kvctest::CompressDevice dev(run, bf16, false, rng);
+        KVC_CHECK_STATUS(kvctest::launch_warp_rows<R>(dev.params(run), bf16, windows));
+        kvctest::sync();
+        kvctest::check_compress(run, expected, dev, dev.latent_init, label);
+      }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Op A: warp rows with wide windows (several groups a warp), every window size") {
+  // The launch sizes a warp row's window to the GPU (CompressConfig::windows), so a
+  // test call gets whatever this GPU's waves give; here every size from R to kMaxWindow
+  // runs on batches with every kind of window content: chunk starts and ends, head groups
+  // reading the ring, deferred stores, padding inside and after the chunks.
+  std::mt19937_64 rng(16);
+  run_wide_windows<2>(rng);
+  run_wide_windows<4>(rng);
 }
 
 TEST_CASE("Op A: chunks longer than the ring overwrite rows the head group still reads") {

@@ -18,6 +18,8 @@ struct FusedCase {
   kvc::RopeStyle style;
   bool bf16;
   bool write_latent;
+  int window = 0;  // > 0: fp8_ds_mla warp rows launched directly with windows of this many tokens
+  int split = 0;   // ... and 2 x window for none (0), the first third (1) or all but the last one or two (2)
 };
 
 // Head dim 576 (V3.2) is outside the default head-dim list: its instances at ratio 2.
@@ -35,9 +37,10 @@ kvc::Status fused_any(const kvc::FusedParams& p, bool bf16) {
 }
 
 void run_fused(const FusedCase& c, uint64_t seed) {
-  INFO("fused R=", c.ratio, " D=", c.head_dim, " ", kvc::cache_layout_name(c.layout),
-       c.style == kvc::RopeStyle::kGptJ ? " gptj" : " neox", c.bf16 ? " bf16" : " fp32",
-       c.write_latent ? " +latent" : " no latent");
+  // std::string: doctest prints a plain const char* as a pointer.
+  INFO("fused R=", c.ratio, " D=", c.head_dim, " ", std::string(kvc::cache_layout_name(c.layout)),
+       std::string(c.style == kvc::RopeStyle::kGptJ ? " gptj" : " neox"), std::string(c.bf16 ? " bf16" : " fp32"),
+       std::string(c.write_latent ? " +latent" : " no latent"), " window ", c.window, " split ", c.split);
   std::mt19937_64 rng(seed);
   kvctest::BatchShape s = kvctest::random_shape(rng, c.ratio, c.head_dim, 12, 4 * c.ratio + 60, 3000, 3);
   s.requests[0].chunk_len = 0;
@@ -76,7 +79,18 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   record.cache.scale = d_scale.ptr();
   record.cache.data = cache_ab.ptr();
   const kvc::CompressParams pa = ab.params(b);
-  KVC_CHECK_STATUS(compress_any(pa, c.bf16));
+  // Warp rows with given windows: Op A with the same windows (the same code path as the
+  // fused op's), else what the host API picks for both.
+  kvc::detail::WindowSizes windows{0, 0};
+  if (c.window > 0) {
+    REQUIRE((c.layout == kvc::CacheLayout::kFp8DsMla && c.head_dim == 512 && (c.ratio == 2 || c.ratio == 4)));
+    const int64_t n = (T + c.window - 1) / c.window;
+    windows = {c.window, c.split == 0 ? 0 : static_cast<int>(c.split == 1 ? n / 3 : n / 2 - 1)};
+    KVC_CHECK_STATUS(c.ratio == 2 ? kvctest::launch_warp_rows<2>(pa, c.bf16, windows)
+                                  : kvctest::launch_warp_rows<4>(pa, c.bf16, windows));
+  } else {
+    KVC_CHECK_STATUS(compress_any(pa, c.bf16));
+  }
   kvc::InsertParams pb;
   pb.ratio = c.ratio;
   pb.head_dim = c.head_dim;
@@ -97,7 +111,13 @@ void run_fused(const FusedCase& c, uint64_t seed) {
   if (!c.write_latent) pf.compress.latent = nullptr;
   pf.record = record;
   pf.record.cache.data = cache_fu.ptr();
-  KVC_CHECK_STATUS(fused_any(pf, c.bf16));
+  if (c.window > 0) {
+    const kvc::RecordEpilogue<kvc::Fp8DsMlaLayout> epilogue{pf.record};
+    KVC_CHECK_STATUS(c.ratio == 2 ? kvctest::launch_warp_rows<2>(pf.compress, c.bf16, windows, epilogue)
+                                  : kvctest::launch_warp_rows<4>(pf.compress, c.bf16, windows, epilogue));
+  } else {
+    KVC_CHECK_STATUS(fused_any(pf, c.bf16));
+  }
   kvctest::sync();
 
   const auto bytes_ab = cache_ab.download(), bytes_fu = cache_fu.download();
@@ -134,4 +154,21 @@ TEST_CASE("fused op equals Op A then Op B, bit for bit") {
   for (auto layout : {kvc::CacheLayout::kBf16Rows, kvc::CacheLayout::kFp8Rows})
     for (auto style : {kvc::RopeStyle::kGptJ, kvc::RopeStyle::kNeoX})
       run_fused({2, 128, layout, style, false, true}, seed++);
+}
+
+TEST_CASE("fused warp rows with wide windows equal Op A then Op B, every window size") {
+  // The launch sizes the warp rows' windows to the GPU; here every size from R up, alone
+  // and with some windows twice as long (the one-wave split).
+  uint64_t seed = 7600;
+  for (int ratio : {2, 4}) {
+    const int widest = ratio == 2 ? kvc::CompressConfig<2, 512, float, 32>::kMaxWindow
+                                  : kvc::CompressConfig<4, 512, float, 32>::kMaxWindow;
+    for (int window = ratio; window <= widest; window *= 2)
+      for (int split = 0; split < (2 * window <= widest ? 3 : 1); ++split)
+        for (bool bf16 : {false, true}) {
+          const auto style = (seed % 2) ? kvc::RopeStyle::kNeoX : kvc::RopeStyle::kGptJ;
+          run_fused({ratio, 512, kvc::CacheLayout::kFp8DsMla, style, bf16, (seed % 3) != 0, window, split}, seed);
+          ++seed;
+        }
+  }
 }

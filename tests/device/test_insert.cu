@@ -22,6 +22,9 @@ struct InsertCase {
   int64_t tokens = 3000;
   int max_chunk = 300;  // chunks of 1 .. max_chunk consecutive positions (decode: a few)
   int block_size = 64;
+  // window > 0: fp8_ds_mla warp records launched directly with these windows (R = 1 or 2),
+  // instead of the host API's choice.
+  kvc::detail::WindowSizes windows{0, 0};
 
   std::string name() const {
     return std::string(kvc::cache_layout_name(layout)) + " R=" + std::to_string(ratio) +
@@ -29,7 +32,9 @@ struct InsertCase {
            (table_bf16 ? " bf16-table" : "") + (index32 ? " int32" : " int64") +
            (limit_pages ? " num_pages" : "") + (sanitize ? " sanitize" : "") +
            (nonfinite > 0 ? " nonfinite" : "") + " T=" + std::to_string(tokens) +
-           " chunks<=" + std::to_string(max_chunk);
+           " chunks<=" + std::to_string(max_chunk) +
+           (windows.window > 0 ? " windows " + std::to_string(windows.window) + " wide " + std::to_string(windows.wide)
+                               : std::string());
   }
 };
 
@@ -54,7 +59,9 @@ struct InsertProblem {
   InsertProblem(const InsertCase& cs, std::mt19937_64& rng) : c(cs) {
     const int64_t T = c.tokens;
     positions = kvctest::random_positions(rng, T, 4000, c.max_chunk);
-    table = kvctest::rope_table(4000 + 301, c.table_bf16);
+    // Every position of the batch has a table row: starts below 4000, chunks of at most
+    // max_chunk positions.
+    table = kvctest::rope_table(4000 + c.max_chunk + 1, c.table_bf16);
     latent_stride_elems = c.head_dim + 16;
     latent = kvctest::random_latent(rng, T, c.head_dim, latent_stride_elems, c.nonfinite);
     shape = kvctest::cache_shape(c.layout, c.head_dim, c.block_size, T / c.block_size + 3, c.padded);
@@ -132,6 +139,7 @@ struct InsertProblem {
     in.slot = slot.data();
     in.cos_sin = table.values.data();
     in.cos_sin_stride_elems = table.stride;
+    in.cos_sin_rows = table.rows;
     in.layout = kvctest::ref_layout(c.layout);
     in.block_size = c.block_size;
     in.page_stride_bytes = shape.page_stride;
@@ -143,11 +151,26 @@ struct InsertProblem {
   }
 };
 
+/// fp8_ds_mla warp records launched with `windows` (the host API sizes them to the GPU).
+template <int R>
+kvc::Status launch_warp_records(const kvc::InsertParams& p, kvc::detail::WindowSizes windows) {
+  using Cfg = kvc::InsertConfig<R, 512, 32>;
+  return kvc::detail::launch_kernel("insert_kernel", kvc::insert_kernel<R, 512, kvc::Fp8DsMlaLayout, 32>,
+                                    dim3(static_cast<unsigned>(Cfg::blocks(p.num_tokens, windows))),
+                                    dim3(Cfg::kThreads), nullptr, kvc::LaunchOptions{}, p, windows);
+}
+
 void run_case(const InsertCase& c, uint64_t seed) {
   INFO(c.name(), " seed ", seed);
   std::mt19937_64 rng(seed);
   InsertProblem prob(c, rng);
-  KVC_CHECK_STATUS(kvctest::insert_any(prob.params(), nullptr));
+  if (c.windows.window > 0) {
+    REQUIRE((c.layout == kvc::CacheLayout::kFp8DsMla && c.head_dim == 512 && (c.ratio == 1 || c.ratio == 2)));
+    KVC_CHECK_STATUS(c.ratio == 1 ? launch_warp_records<1>(prob.params(), c.windows)
+                                  : launch_warp_records<2>(prob.params(), c.windows));
+  } else {
+    KVC_CHECK_STATUS(kvctest::insert_any(prob.params(), nullptr));
+  }
   kvctest::sync();
   const auto want = prob.reference();
   int64_t written = 0;
@@ -203,10 +226,11 @@ TEST_CASE("Op B: decode-sized calls (a block per record), every layout and small
 }
 
 TEST_CASE("Op B: large calls, windows sized to the GPU's waves") {
-  // Warp records size their windows to the GPU (InsertConfig::tokens_per_window with
-  // wave_blocks: the largest window whose blocks fill 7/8 of a wave): 40000 tokens take
-  // 16-token windows (8- and 16-record pipelines per warp, about 1.2 waves on an H100), and
-  // 150000 tokens need several waves of the largest windows.
+  // Warp records size their windows to the GPU (InsertConfig::windows with wave_blocks: the
+  // largest window whose blocks fill 7/8 of a wave, twice that for the first windows where
+  // the launch would need between one and two waves): 40000 tokens take 16-token windows
+  // (on an H100, 388 of 2112 warps with 32 tokens: one wave), and 150000 tokens need several
+  // waves of the largest windows.
   uint64_t seed = 1500;
   for (int ratio : {1, 2})
     for (auto layout : {kvc::CacheLayout::kFp8DsMla, kvc::CacheLayout::kBf16Rows, kvc::CacheLayout::kMxfp8,
@@ -222,13 +246,36 @@ TEST_CASE("Op B: large calls, windows sized to the GPU's waves") {
   const int wave = kvc::detail::wave_blocks<kvc::insert_kernel<2, 512, kvc::Fp8DsMlaLayout, 32>>(Cfg::kThreads);
   REQUIRE(wave > 0);
   const int64_t big = 150000;
-  CHECK(Cfg::tokens_per_window(big, wave) == Cfg::kLargeWindow);
-  CHECK(Cfg::blocks_for(big, Cfg::kLargeWindow) > wave);  // several waves
+  const kvc::detail::WindowSizes windows = Cfg::windows(big, wave);
+  CHECK(windows.window == Cfg::kLargeWindow);
+  CHECK(windows.wide == 0);
+  CHECK(Cfg::blocks(big, windows) > wave);  // several waves
   InsertCase c;
   c.layout = kvc::CacheLayout::kFp8DsMla;
   c.tokens = big;
   c.limit_pages = true;
   run_case(c, seed++);
+}
+
+TEST_CASE("Op B: warp records with every window split, launched directly") {
+  // Whatever this GPU's waves make the host API choose, every window from the smallest to
+  // 32 tokens runs, alone and with the first third, or all but the last one or two, of the
+  // windows twice as long (the one-wave split of InsertConfig::windows), on mixed batches:
+  // prefill chunks, decode chunks, padding, a partial last window.
+  uint64_t seed = 1600;
+  for (int ratio : {1, 2})
+    for (int window = ratio; window <= 32; window *= 2)
+      for (int split = 0; split < (2 * window <= 32 ? 3 : 1); ++split) {
+        InsertCase c;
+        c.ratio = ratio;
+        c.tokens = 4999;
+        c.max_chunk = 700;
+        c.limit_pages = (seed % 2) == 0;
+        c.style = (seed % 3) == 0 ? kvc::RopeStyle::kNeoX : kvc::RopeStyle::kGptJ;
+        const int64_t n = (c.tokens + window - 1) / window;
+        c.windows = {window, split == 0 ? 0 : static_cast<int>(split == 1 ? n / 3 : n / 2 - 1)};
+        run_case(c, seed++);
+      }
 }
 
 TEST_CASE("Op B: head dims 128 and 256 in the row layouts") {

@@ -175,6 +175,42 @@ TEST_CASE("small-ratio window rules match the chunk-bound definitions (ratios 3,
   check_ratio<8>(16, 2000);
 }
 
+// The lane roles of a window (wide windows: several groups a warp): each token the window's
+// groups need, its own W tokens and the R - 1 before it, has one lane within the warp, and the
+// lane a member's request is read from (window_token_lane) holds that member.
+TEST_CASE("window lane roles: every token of a window and the R - 1 before it has one lane") {
+  using kvc::detail::widest_window;
+  using kvc::detail::window_lane_token;
+  using kvc::detail::window_token_lane;
+  CHECK(widest_window(2, 32) == 16);
+  CHECK(widest_window(3, 32) == 24);
+  CHECK(widest_window(4, 32) == 16);
+  CHECK(widest_window(15, 32) == 15);
+  for (int ratio = 2; ratio <= 15; ++ratio)
+    for (int window = ratio; window <= widest_window(ratio, 32); window *= 2) {
+      INFO("R=", ratio, " window ", window);
+      const int lanes = window + ratio - 1;
+      REQUIRE(lanes <= 32);
+      std::vector<int> seen(static_cast<size_t>(lanes), 0);
+      for (int lane = 0; lane < lanes; ++lane) {
+        const int offset = window_lane_token(lane, window);
+        CHECK(offset >= -(ratio - 1));
+        CHECK(offset < window);
+        CHECK(window_token_lane(offset, window) == lane);
+        ++seen[static_cast<size_t>(offset + ratio - 1)];
+      }
+      CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+      // Member k of the group token i closes (i - k, k = 1 .. R-1) comes from a lane in range.
+      for (int i = 0; i < window; ++i)
+        for (int k = 1; k < ratio; ++k) {
+          const int src = window_token_lane(i - k, window);
+          CHECK(src >= 0);
+          CHECK(src < lanes);
+          CHECK(window_lane_token(src, window) == i - k);
+        }
+    }
+}
+
 // Which row mapping a small-ratio Op A / fused call gets (kernel/compress_params.hpp): a warp
 // per row from kWarpRowMinWindows windows, or, up to ratio kWarpRowPrefillMaxRatio, from
 // kWarpRowPrefillMinWindows windows when the requests average kWarpRowMinTokensPerRequest

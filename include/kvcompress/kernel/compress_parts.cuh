@@ -27,6 +27,8 @@
 #include "../functor/rms_norm.hpp"
 #include "compress_params.hpp"
 #include "row_fragment.cuh"
+#include "wave_rule.hpp"
+#include "window_rules.hpp"
 
 KVC_NAMESPACE_BEGIN
 
@@ -91,6 +93,30 @@ struct CompressConfig {
   /// batch spreads its ring copies and rare closings over many blocks. R-token windows for
   /// large split-group calls were measured and were slower (bench/NOTES.md 8).
   static constexpr int kTokensPerBlock = kSplitGroup ? 2 * kWarps : Ratio * kWindowsPerBlock;
+  /// Split groups on sm_90 and newer: the blocks of a thread-block cluster that share a
+  /// window and pool each closing group together (kernel/compress_split_group.cuh), so its
+  /// Ratio rows are read by that many SMs at once: as many as leave each warp one batch of
+  /// members, at most 8 (the portable cluster size; a divisor of the batches a warp has
+  /// without a cluster). 1 for every other instance and before
+  /// sm_90 (`cc_major`: the device's compute capability major version).
+  static constexpr int kMaxClusterBlocks = kSplitGroup ? largest_divisor(kMembersPerWarp / kBatch, 8) : 1;
+  static_assert(kMembersPerWarp % (kMaxClusterBlocks * kBatch) == 0,
+                "a cluster splits a group's members into whole batches per warp");
+  KVC_HOST_DEVICE static constexpr int cluster_blocks(int cc_major) {
+    return cc_major >= 9 ? kMaxClusterBlocks : 1;
+  }
+  /// The cluster of a launch of `windows` windows (Cfg::blocks): the largest power of two up
+  /// to cluster_blocks(cc_major) whose clusters all run in one wave of `wave_blocks` blocks
+  /// (SMs x resident blocks per SM; 0 when unknown: no cluster). Every block of a cluster
+  /// plans its window again and the split group path holds one block an SM, so a cluster
+  /// that makes the launch a second wave costs more than it saves: measured on an H100,
+  /// 8-block clusters for every window took decode 1024x4 from 37 to 89 us and prefill
+  /// 1x32768 from 82 to 497 us (bench/NOTES.md 43).
+  KVC_HOST_DEVICE static constexpr int launch_cluster_blocks(int cc_major, int64_t windows, int64_t wave_blocks) {
+    int c = cluster_blocks(cc_major);
+    while (c > 1 && (wave_blocks <= 0 || windows * c > wave_blocks)) c /= 2;
+    return c;
+  }
   // Ratio 1, and ratio 2 in block rows (decode), load every row of a window together with
   // its indices (one round trip for a decode group whose rows are all in the input). Larger
   // ratios would hold Ratio rows in registers and load members after the indices instead;
@@ -98,6 +124,38 @@ struct CompressConfig {
   // them 50 registers (164 -> 114), a quarter of their warps per SM (bench/NOTES.md 36).
   static constexpr bool kSpeculativeRows =
       !kSplitGroup && (Ratio == 1 || (Ratio == 2 && kRowThreads > 32));
+  /// Wide windows: warp rows whose rows are loaded after the decisions (ratios 2 .. 15) may
+  /// own a window of several groups, Ratio x 2^k tokens, one token's indices per lane plus
+  /// the Ratio - 1 tokens before the window (kMaxWindow + Ratio - 1 <= 32 lanes). The launch
+  /// sizes the window to the GPU (windows); every other instance's window is Ratio.
+  static constexpr bool kWideWindows = !kSplitGroup && kRowThreads == 32 && !kSpeculativeRows;
+  static constexpr int kMaxWindow = kWideWindows ? detail::widest_window(Ratio, 32) : Ratio;
+  /// The windows of a call of `num_tokens` tokens (the kernel's last argument; in launch
+  /// order, kWindowsPerBlock a block). `wave_blocks`: blocks of this instance the GPU runs
+  /// at once (SMs x resident blocks per SM; 0 when unknown). Wide windows: Ratio tokens,
+  /// and where those would leave a second wave at most 1/8 full, twice that for the first
+  /// ones, so the launch is one wave (detail::one_wave_split, kernel/wave_rule.hpp): on an
+  /// H100, mixed 2x2048+192x2 at ratio 2 (a 6 % second wave) -5 % for Op A and the fused op.
+  /// A warp pools its groups one after the other, so two groups a warp cost about what two
+  /// waves do: 4-token windows at prefill 1x8192 (1.94 waves of 2-token ones) +11 %, 16-token
+  /// windows at 1x32768 +4 % (ratio 4: +6 %; bench/NOTES.md 43); the kernel still runs any
+  /// window up to kMaxWindow (tests and bench's tune_windows launch them directly). Every
+  /// other instance: kTokensPerBlock / kWindowsPerBlock tokens a window.
+  KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks) {
+    if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
+    const detail::WindowSizes w = detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow,
+                                                         kWindowsPerBlock, wave_blocks);
+    return 8 * int64_t{w.wide} <= wave_blocks * kWindowsPerBlock ? w : detail::WindowSizes{Ratio, 0};
+  }
+  /// Blocks of a launch of `num_tokens` tokens in windows `w`.
+  KVC_HOST_DEVICE static constexpr int64_t blocks(int64_t num_tokens, detail::WindowSizes w) {
+    return (w.count(num_tokens) + kWindowsPerBlock - 1) / kWindowsPerBlock;
+  }
+  /// Whether windows `w` need an instance that reads its windows at run time (not
+  /// compress_kernel's RatioWindowsOnly): wide windows other than Ratio tokens each.
+  KVC_HOST_DEVICE static constexpr bool reads_windows(detail::WindowSizes w) {
+    return kWideWindows && (w.wide != 0 || w.window != Ratio);
+  }
 
   /// Channel held by fragment element i of thread `lane` (vector v = i / kVecElems).
   KVC_HOST_DEVICE static constexpr int channel(int lane, int i) {

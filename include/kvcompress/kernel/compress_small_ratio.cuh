@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // kvcompress — Op A for small ratios (R < 16): the threads of one row (RowThreads: a warp,
-// or a whole 128-thread block for decode-sized calls) per window of R consecutive tokens.
+// or a whole 128-thread block for decode-sized calls) per window of W consecutive tokens:
+// W = R, except in warp rows at R >= 2, where the launch may give a warp several groups
+// (CompressConfig::kWideWindows, CompressConfig::windows: fewer, longer warps instead of a second
+// wave of blocks; below, "the window" is those W tokens and lane roles count up to W).
 //
 // The row's threads share the rows: thread k (0 .. CompressConfig::kRowThreads - 1) holds
 // channels of every row of the window (4 of 512 per thread with a 128-thread row, 16 with a
@@ -9,9 +12,9 @@
 // no barrier), so the warps never wait on each other except in the RMSNorm sum. A decode step is a chain of dependent memory round
 // trips and one group's instruction stream, so this mapping keeps it to two round trips
 // and a quarter of the instructions:
-//  1. one round trip: the lanes of each warp load the window's indices (lane i < R: token
+//  1. one round trip: the lanes of each warp load the window's indices (lane i < W: token
 //     w0 + i's slot, position and request, and the requests of the tokens C ahead, C - R + 1 behind and
-//     C - R + 1 ahead of it; lanes R .. 2R-2: the requests of the R - 1 tokens before the
+//     C - R + 1 ahead of it; lanes W .. W+R-2: the requests of the R - 1 tokens before the
 //     window), the end of the real tokens qsl[num_reqs], the RMSNorm weight, and at ratio 1
 //     and in ratio-2 block rows (CompressConfig::kSpeculativeRows) the window's own input
 //     rows (other instances load a group's rows after the decisions, in pool_members);
@@ -46,8 +49,15 @@ struct WindowIndices {
   int32_t req = -1, req_ahead = -1, req_back = -1, req_long = -1;
 };
 
-template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
-KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& epilogue) {
+/// `windows`: the rows' windows in launch order (kWindowsPerBlock a block), read only where
+/// ReadsWindows (wide windows, CompressConfig::kWideWindows: multiples of Ratio, at most
+/// kMaxWindow); else every window is Ratio tokens, a compile-time constant. The code with a
+/// run-time window holds more registers (ratio 4: 179 instead of 168, two blocks an SM
+/// instead of three; prefill 1x32768 +5 % on an H100, bench/NOTES.md 44), so only launches
+/// with other windows run it.
+template <int Ratio, int HeadDim, typename In, int RowThreads, bool ReadsWindows, class Epilogue>
+KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& epilogue,
+                                     const WindowSizes& windows) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
   using Warp = CompressWarp<Ratio, HeadDim, In, RowThreads>;
   using Raw = typename Warp::Raw;
@@ -55,23 +65,27 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   constexpr int N = Cfg::kChannels;
   constexpr int kRows = Cfg::kSpeculativeRows ? R : 1;
   constexpr unsigned kAll = 0xffffffffu;
-  static_assert(!Cfg::kSplitGroup && 2 * R - 1 <= 32, "small-ratio path: a window fits in a warp");
+  static_assert(!Cfg::kSplitGroup && Cfg::kMaxWindow + R - 1 <= 32,
+                "small-ratio path: a window's tokens and the R - 1 before it fit in a warp");
   static_assert(Cfg::kRowThreads == 32 || Cfg::kThreads == Cfg::kRowThreads,
                 "a row is a warp, or the whole block (its reductions use __syncthreads)");
 
+  // This row's window: W tokens from w0 (W = R, or for wide windows the launch's choice:
+  // one or more groups).
+  const int64_t window = static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock + threadIdx.x / Cfg::kRowThreads;
+  const int W = ReadsWindows ? windows.size(window) : R;
+  const int64_t w0 = ReadsWindows ? windows.first_token(window) : window * R;
   const int lane = threadIdx.x % 32;                // index roles (one token per lane)
   const int thread = threadIdx.x % Cfg::kRowThreads;  // channel slice of every row
   const int64_t T = p.num_tokens;
-  const int64_t w0 =
-      (static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock + threadIdx.x / Cfg::kRowThreads) * R;
   if (w0 >= T) return;  // uniform over the row's threads (a warp or the block)
   [[maybe_unused]] const int C = p.ring_layout.capacity;
   [[maybe_unused]] const int reach = C - R + 1;  // a tail store can hit a head row only this far in
 
   // 1. The first round trip: every load below is independent of the others.
   WindowIndices mine;
-  const int64_t t_mine = w0 + lane;  // the token of lanes 0 .. R-1
-  if (lane < R) {
+  const int64_t t_mine = w0 + lane;  // the token of lanes 0 .. W-1
+  if (lane < W) {
     if (t_mine < T) {
       mine.slot = p.slot.load(t_mine);
       mine.pos = p.positions.load(t_mine);
@@ -82,8 +96,8 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
         if (t_mine + reach < T) mine.req_long = p.req[t_mine + reach];
       }
     }
-  } else if (R > 1 && lane < 2 * R - 1) {
-    const int64_t m = w0 - (lane - R + 1);
+  } else if (R > 1 && lane < W + R - 1) {
+    const int64_t m = w0 + window_lane_token(lane, W);  // a token before the window
     if (m >= 0) mine.req = p.req[m];
   }
   int64_t real_end = T;  // tokens at or past it (trailing padding) belong to no chunk
@@ -105,7 +119,7 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   // padding from here on (contract §4.3); the row's first thread counts it.
   mine.slot = usable_slot_warp<R>(p, mine.slot, mine.pos, mine.req, thread == 0);
   const bool real = t_mine < real_end;
-  bool closes = lane < R && t_mine < T && mine.slot >= 0 && (mine.pos + 1) % R == 0;
+  bool closes = lane < W && t_mine < T && mine.slot >= 0 && (mine.pos + 1) % R == 0;
   int count = 0;  // members before the chunk (read from the ring): the head group has count > 0
   bool store_row = false;  // this token's row goes to the ring now (not deferred)
   bool deferred = false;   // a head group of a long chunk: it performs the colliding stores
@@ -114,17 +128,17 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
     WindowFacts f;
     f.t = t_mine;
     f.real_end = real_end;
-    f.slot = lane < R ? mine.slot : -1;
+    f.slot = lane < W ? mine.slot : -1;
     f.pos = mine.pos;
     f.req = mine.req;
     f.req_ahead = mine.req_ahead;
     f.req_back = mine.req_back;
     f.req_long = mine.req_long;
-    closes = lane < R && Rules::closes(f);
+    closes = lane < W && Rules::closes(f);
     int32_t member_req[R - 1];
     KVC_PRAGMA_UNROLL
     for (int k = 1; k < R; ++k) {
-      const int src = lane >= k ? lane - k : R - 1 + (k - lane);  // lane holding req[t - k]
+      const int src = window_token_lane(lane - k, W);  // lane holding req[t - k]
       const int32_t r = __shfl_sync(kAll, mine.req, src);
       member_req[k - 1] = t_mine - k >= 0 ? r : -1;
     }
@@ -138,7 +152,7 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
         count = static_cast<int>(out < 0 ? 0 : (out > R ? R : out));
       }
     }
-    const bool tail = lane < R && t_mine < T && Rules::tail(f, C);
+    const bool tail = lane < W && t_mine < T && Rules::tail(f, C);
     store_row = tail;
     if (Rules::may_collide(f, tail)) {
       // Slow path: the chunk is long enough for this store to hit a row its head group reads.

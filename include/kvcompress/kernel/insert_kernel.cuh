@@ -34,6 +34,7 @@
 #include "insert_params.hpp"
 #include "record_writer.cuh"
 #include "row_fragment.cuh"
+#include "wave_rule.hpp"
 
 KVC_NAMESPACE_BEGIN
 
@@ -67,26 +68,29 @@ struct InsertConfig {
   // Below this many blocks a larger window would leave warps idle (about eight 4-warp blocks
   // per SM of a 132-SM GPU); the rule when the GPU's size is not known.
   static constexpr int64_t kMinBlocks = 1024;
-  /// Blocks of a launch of `num_tokens` tokens in windows of `window` tokens.
-  KVC_HOST_DEVICE static constexpr int64_t blocks_for(int64_t num_tokens, int window) {
-    return (num_tokens + int64_t{window} * kGroups - 1) / (int64_t{window} * kGroups);
-  }
-  /// Tokens per window for a launch of `num_tokens` tokens, a power-of-two multiple of
-  /// kSmallWindow up to kLargeWindow. `wave_blocks`: how many blocks of this kernel the GPU
-  /// runs at once (SMs x resident blocks per SM; 0 when unknown). Known: the largest window
-  /// whose blocks still fill 7/8 of a wave — one wave of two-record warps beats two waves
-  /// of one-record warps, while a half-filled wave of longer pipelines is slower than a
-  /// second, nearly empty wave (bench/NOTES.md 35). Unknown: the largest window that still
-  /// gives kMinBlocks blocks.
-  KVC_HOST_DEVICE static constexpr int tokens_per_window(int64_t num_tokens, int64_t wave_blocks = 0) {
-    const int64_t min_blocks = wave_blocks > 0 ? (7 * wave_blocks + 7) / 8 : kMinBlocks;
-    int w = kSmallWindow;
-    while (2 * w <= kLargeWindow && blocks_for(num_tokens, 2 * w) >= min_blocks) w *= 2;
+  /// The windows of a launch of `num_tokens` tokens (the kernel's launch argument): a
+  /// power-of-two multiple of kSmallWindow up to kLargeWindow. `wave_blocks`: how many blocks
+  /// of this kernel the GPU runs at once (SMs x resident blocks per SM; 0 when unknown).
+  /// Known: the largest window whose blocks still fill 7/8 of a wave — one wave of
+  /// two-record warps beats two waves of one-record warps, while a half-filled wave of
+  /// longer pipelines is slower than a second, nearly empty wave (bench/NOTES.md 35) — and
+  /// where those windows need between one and two waves, twice that window for the first
+  /// ones, so the launch is one wave (NOTES 41; detail::window_sizes). Unknown: the largest
+  /// window that still gives kMinBlocks blocks. Block records (kRowThreads > 32) never
+  /// split: their kernel reads only `window` (bench/NOTES.md 44).
+  KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks = 0) {
+    detail::WindowSizes w =
+        detail::window_sizes(num_tokens, kSmallWindow, kLargeWindow, kGroups, wave_blocks, kMinBlocks);
+    if (kRowThreads > 32) w.wide = 0;
     return w;
   }
-  /// The launch argument: tokens per block.
-  KVC_HOST_DEVICE static constexpr int tokens_per_block(int64_t num_tokens, int64_t wave_blocks = 0) {
-    return kGroups * tokens_per_window(num_tokens, wave_blocks);
+  /// The window of windows() (its first `wide` windows are twice as long).
+  KVC_HOST_DEVICE static constexpr int tokens_per_window(int64_t num_tokens, int64_t wave_blocks = 0) {
+    return windows(num_tokens, wave_blocks).window;
+  }
+  /// Blocks of a launch of `num_tokens` tokens in windows `w`.
+  KVC_HOST_DEVICE static constexpr int64_t blocks(int64_t num_tokens, detail::WindowSizes w) {
+    return (w.count(num_tokens) + kGroups - 1) / kGroups;
   }
   using Row = RowFragment<HeadDim, kVecElems, kRowThreads>;
 };
@@ -195,12 +199,13 @@ KVC_DEVICE void write_record(const RecordArgs& r, Row& row, int64_t slot, const 
 }  // namespace detail
 
 /// Op B (rope_quant_insert). The rope style is a run-time choice inside the kernel. Launch
-/// with InsertConfig<..., RowThreads>::kThreads threads, tokens_per_block =
-/// InsertConfig::tokens_per_block(T) and ceil(T / tokens_per_block) blocks; kvc::insert()
-/// does this after validation, with RowThreads = 32 from kWarpRecordMinTokens tokens.
+/// with InsertConfig<..., RowThreads>::kThreads threads, `windows` =
+/// InsertConfig::windows(T, wave_blocks) and InsertConfig::blocks(T, windows) blocks;
+/// kvc::insert() does this after validation, with RowThreads = 32 from kWarpRecordMinTokens
+/// tokens.
 template <int Ratio, int HeadDim, class Layout, int RowThreads = 0>
 __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThreads)
-    insert_kernel(const InsertParams p, const int tokens_per_block) {
+    insert_kernel(const InsertParams p, const detail::WindowSizes windows) {
   using Cfg = InsertConfig<Ratio, HeadDim, RowThreads>;
   using Row = typename Cfg::Row;
   constexpr int E = Cfg::kVecElems;
@@ -209,9 +214,14 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
 
   const int lane = threadIdx.x % 32;                // one token per lane
   const int thread = threadIdx.x % Cfg::kRowThreads;  // channel slice of every record
-  const int window = tokens_per_block / Cfg::kGroups;  // tokens per row group, <= 32
-  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * tokens_per_block +
-                     (threadIdx.x / Cfg::kRowThreads) * window;
+  // This row group's window (launch order: block, then row group), <= 32 tokens. Block
+  // records (decode steps) are launched without the wave, so their windows are uniform
+  // (windows.wide == 0): kept out of their code, whose schedule the split's selects
+  // lengthened by 10-16 % at ratio 2 (bench/NOTES.md 44).
+  constexpr bool kUniform = Cfg::kRowThreads > 32;
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * Cfg::kGroups + threadIdx.x / Cfg::kRowThreads;
+  const int window = kUniform ? windows.window : windows.size(w);
+  const int64_t w0 = kUniform ? w * windows.window : windows.first_token(w);
   // Uniform over the record's threads (a warp or the block). Decided before the PDL wait,
   // so the parameters' constant-cache misses come before it (arch/pdl.cuh).
   if ((w0 >= p.num_tokens) | !required_pointers_set(p)) return;
@@ -245,7 +255,7 @@ __global__ void __launch_bounds__(InsertConfig<Ratio, HeadDim, RowThreads>::kThr
   };
 
   if constexpr (Cfg::kSpeculativeRows > 0) {
-    if (window <= Cfg::kSpeculativeRows) {  // uniform: a launch argument
+    if (window <= Cfg::kSpeculativeRows) {  // uniform over the record's threads
       constexpr int S = Cfg::kSpeculativeRows;
       // The window's rows before the decisions (issued right after the index loads above).
       // Past the call's last token: that token's row again (only a writer's row is used).

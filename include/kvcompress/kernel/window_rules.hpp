@@ -15,6 +15,25 @@
 KVC_NAMESPACE_BEGIN
 namespace detail {
 
+/// Lane roles of a window of `window` tokens starting at token w0 (one token per lane):
+/// lane i < window holds token w0 + i, lane window - 1 + j holds w0 - j (j = 1 .. R - 1,
+/// the tokens before the window whose requests the window's first groups need).
+/// The token offset (token - w0) of `lane`, for lanes < window + R - 1.
+KVC_HOST_DEVICE constexpr int window_lane_token(int lane, int window) {
+  return lane < window ? lane : window - 1 - lane;
+}
+/// The lane holding the token at `offset` from w0 (-(R - 1) <= offset < window).
+KVC_HOST_DEVICE constexpr int window_token_lane(int offset, int window) {
+  return offset >= 0 ? offset : window - 1 - offset;
+}
+/// The widest window of `ratio` x 2^k tokens whose lanes, with the ratio - 1 before it, fit
+/// in `lanes` lanes.
+KVC_HOST_DEVICE constexpr int widest_window(int ratio, int lanes) {
+  int w = ratio;
+  while (2 * w + ratio - 1 <= lanes) w *= 2;
+  return w;
+}
+
 /// What the first round trip gives the lane of token t (ratio R > 1, ring capacity C,
 /// reach = C - R + 1); a request of -1 means "no such token".
 struct WindowFacts {

@@ -33,6 +33,28 @@ Status check_instance(const CompressParams& p) {
   return Status::success();
 }
 
+/// The windows a launch of `num_tokens` tokens of compress_kernel<Ratio, HeadDim, In,
+/// Epilogue, RowThreads> uses on the current device. Wide windows (warp rows, ratios
+/// 2 .. 15) are sized to the GPU's waves (CompressConfig::windows); every other instance has
+/// kTokensPerBlock tokens a block. Windows other than Ratio tokens run the instance that reads
+/// them (CompressConfig::reads_windows), which holds more registers; where it holds fewer
+/// blocks an SM, a one-wave split would not be one wave, so the launch keeps Ratio tokens.
+template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
+detail::WindowSizes compress_windows(int64_t num_tokens) {
+  using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
+  if constexpr (!Cfg::kWideWindows) {
+    return Cfg::windows(num_tokens, 0);
+  } else {
+    constexpr auto kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads, true>;
+    constexpr auto any_window_kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>;
+    const int wave = wave_blocks<kernel>(Cfg::kThreads);
+    const detail::WindowSizes windows = Cfg::windows(num_tokens, wave);
+    return Cfg::reads_windows(windows) && wave_blocks<any_window_kernel>(Cfg::kThreads) < wave
+               ? Cfg::windows(num_tokens, 0)
+               : windows;
+  }
+}
+
 /// The launch of an Op A instance (plain Op A or, with RecordEpilogue, the fused op) for
 /// params that were validated already: grid and window from CompressConfig, then
 /// launch_kernel. launch_compress / launch_fused validate and call it; kvc::compress and
@@ -41,10 +63,21 @@ template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
 Status launch_compress_rows(const char* name, const CompressParams& p, cudaStream_t stream,
                             const LaunchOptions& options, const Epilogue& epilogue) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
-  const int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
-  return launch_kernel(name, compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>,
-                       dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream, options,
-                       p, epilogue);
+  // Ratio-token windows: the instance with the window a constant (the same one where the
+  // instance has no wide windows).
+  constexpr auto kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads, Cfg::kWideWindows>;
+  constexpr auto any_window_kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>;
+  const detail::WindowSizes windows = compress_windows<Ratio, HeadDim, In, RowThreads, Epilogue>(p.num_tokens);
+  // Split groups (R >= 16) on sm_90: a cluster of blocks per window where the clusters fit
+  // one wave (CompressConfig::launch_cluster_blocks, kernel/compress_split_group.cuh).
+  const int64_t blocks = Cfg::blocks(p.num_tokens, windows);
+  const int cc_major = Cfg::kSplitGroup ? device_cc_major() : 0;
+  const int cluster = Cfg::cluster_blocks(cc_major) > 1
+                          ? Cfg::launch_cluster_blocks(cc_major, blocks, wave_blocks<kernel>(Cfg::kThreads))
+                          : 1;
+  return launch_kernel_in_clusters(
+      name, Cfg::reads_windows(windows) ? any_window_kernel : kernel, dim3(static_cast<unsigned>(blocks * cluster)),
+      dim3(Cfg::kThreads), static_cast<unsigned>(cluster), stream, options, p, epilogue, windows);
 }
 
 /// ... with the row mapping for the call's size: at small ratios, a warp per row for large

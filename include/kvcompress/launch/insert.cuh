@@ -22,14 +22,13 @@ template <int Ratio, int HeadDim, class Layout, int RowThreads>
 Status launch_insert_rows(const InsertParams& p, cudaStream_t stream, const LaunchOptions& options) {
   using Cfg = InsertConfig<Ratio, HeadDim, RowThreads>;
   constexpr auto kernel = insert_kernel<Ratio, HeadDim, Layout, RowThreads>;
-  // Warp records size their windows to the GPU (InsertConfig::tokens_per_window); block
-  // records (decode steps: fewer tokens than a wave holds) keep one record's window.
-  const int window = Cfg::tokens_per_block(
-      p.num_tokens, Cfg::kRowThreads == 32 ? wave_blocks<kernel>(Cfg::kThreads) : 0);
-  const int64_t blocks = (p.num_tokens + window - 1) / window;
+  // Warp records size their windows to the GPU (InsertConfig::windows); block records
+  // (decode steps: fewer tokens than a wave holds) keep one record's window.
+  const detail::WindowSizes windows =
+      Cfg::windows(p.num_tokens, Cfg::kRowThreads == 32 ? wave_blocks<kernel>(Cfg::kThreads) : 0);
   return launch_kernel("insert_kernel", kernel,
-                       dim3(static_cast<unsigned>(blocks)), dim3(Cfg::kThreads), stream, options,
-                       p, window);
+                       dim3(static_cast<unsigned>(Cfg::blocks(p.num_tokens, windows))), dim3(Cfg::kThreads),
+                       stream, options, p, windows);
 }
 
 /// ... with the record mapping for the call's size: a warp per record from

@@ -51,18 +51,21 @@ int per_device_value(Query query) {
   return value > 0 ? value : 0;
 }
 
-struct PdlSupportTag {};
+struct ComputeCapabilityTag {};
+
+/// The current device's compute capability major version (9 on an H100); 0 when the query
+/// fails (the caller then picks what runs everywhere).
+inline int device_cc_major() {
+  return per_device_value<ComputeCapabilityTag>([](int device) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return 0;
+    return major;
+  });
+}
 
 /// Whether the current device runs programmatic dependent launches (sm_90 and newer); a
 /// failed query launches without PDL.
-inline bool device_supports_pdl() {
-  return per_device_value<PdlSupportTag>([](int device) {
-           int major = 0;
-           if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-             return 0;
-           return major >= 9 ? 2 : 1;
-         }) == 2;
-}
+inline bool device_supports_pdl() { return device_cc_major() >= 9; }
 
 /// How many blocks of `threads` threads of kernel `Kernel` the current device runs at once:
 /// its SMs times the blocks per SM its registers and shared memory allow; 0 when a query
@@ -81,22 +84,43 @@ int wave_blocks(int threads) {
 
 /// Launches `kernel` on `grid` x `block` threads on `stream` through cudaLaunchKernelEx, with
 /// the programmatic stream serialization attribute when `options.pdl` is set and the device
-/// supports it (no attribute otherwise). Returns that call's own result: a launch error, or
-/// a sticky error of an earlier kernel, which the runtime reports on any call.
+/// supports it (no attribute otherwise), in thread-block clusters of `cluster` blocks along
+/// x when `cluster` > 1 (sm_90; grid.x a multiple of it). Returns that call's own result: a
+/// launch error, or a sticky error of an earlier kernel, which the runtime reports on any call.
 template <class... KernelArgs, class... Args>
-Status launch_kernel(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
-                     cudaStream_t stream, const LaunchOptions& options, Args&&... args) {
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+Status launch_kernel_in_clusters(const char* name, void (*kernel)(KernelArgs...), dim3 grid,
+                                 dim3 block, unsigned cluster, cudaStream_t stream,
+                                 const LaunchOptions& options, Args&&... args) {
+  cudaLaunchAttribute attribute[2];
+  unsigned count = 0;
+  if (options.pdl && device_supports_pdl()) {
+    attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  if (cluster > 1) {
+    attribute[count].id = cudaLaunchAttributeClusterDimension;
+    attribute[count].val.clusterDim.x = cluster;
+    attribute[count].val.clusterDim.y = 1;
+    attribute[count].val.clusterDim.z = 1;
+    ++count;
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = 0;
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = options.pdl && device_supports_pdl() ? 1 : 0;
+  config.numAttrs = count;
   return launch_status(name, cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...));
+}
+
+/// launch_kernel_in_clusters without clusters.
+template <class... KernelArgs, class... Args>
+Status launch_kernel(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                     cudaStream_t stream, const LaunchOptions& options, Args&&... args) {
+  return launch_kernel_in_clusters(name, kernel, grid, block, 1u, stream, options,
+                                   static_cast<Args&&>(args)...);
 }
 
 }  // namespace detail
