@@ -98,4 +98,14 @@ static_assert(C128::launch_cluster_blocks(9, 8, 132) == 8 && C128::launch_cluste
                   C128::launch_cluster_blocks(9, 8, 0) == 1 && C128::launch_cluster_blocks(8, 8, 132) == 1 &&
                   kvc::CompressConfig<32, 512, float>::launch_cluster_blocks(9, 8, 132) == 2,
               "split groups: one wave of clusters");
+// The split-group window: 16 tokens (8 warps x 2), shorter at decode so that each window
+// gets a cluster of 2 within one wave: 64x2 (128 tokens) 2 -> 64 windows, clusters of 2;
+// 256x2 8 -> 64 windows, 2; 128x6, 1024x4 and prefill 16; 16 when the wave is unknown.
+static_assert(C128::windows(128, 132).window == 2 && C128::windows(512, 132).window == 8 &&
+                  C128::windows(768, 132).window == 16 && C128::windows(4096, 132).window == 16 &&
+                  C128::windows(1 << 20, 132).window == 16 && C128::windows(128, 0).window == 16 &&
+                  C128::windows(128, 132).wide == 0 &&
+                  C128::launch_cluster_blocks(9, C128::blocks(128, C128::windows(128, 132)), 132) == 2 &&
+                  C128::launch_cluster_blocks(9, C128::blocks(512, C128::windows(512, 132)), 132) == 2,
+              "split groups: windows by waves");
 }  // namespace

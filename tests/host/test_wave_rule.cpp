@@ -127,3 +127,30 @@ TEST_CASE("launch windows: the one-wave split of fixed windows (Op A's warp rows
   }
   CHECK(splits > 100);  // the random calls reach the split often
 }
+
+TEST_CASE("split-group windows: the shortest power of two whose windows fill at most half a wave") {
+  // detail::split_group_window against a direct reading of its rule, on every call size up
+  // to a few waves and every largest window of the compiled split-group instances.
+  for (int largest : {1, 2, 4, 8, 16, 32})
+    for (int64_t wave : {0, 1, 2, 66, 132, 264, 1056})
+      for (int64_t tokens = 1; tokens <= 4096; tokens += tokens < 300 ? 1 : 37) {
+        INFO("T=", tokens, " largest ", largest, " wave ", wave);
+        const int w = kvc::detail::split_group_window(tokens, largest, wave);
+        REQUIRE(w >= 1);
+        REQUIRE(w <= largest);
+        REQUIRE((w & (w - 1)) == 0);
+        const auto fits = [&](int64_t x) { return 2 * ((tokens + x - 1) / x) <= wave; };
+        if (wave <= 0) {
+          REQUIRE(w == largest);
+        } else {
+          REQUIRE((fits(w) || w == largest));  // half a wave, unless no window is that long
+          if (w > 1) REQUIRE_FALSE(fits(w / 2));  // and no shorter window would do
+        }
+      }
+  // H100 (132 one-block-an-SM split-group blocks a wave), ratio 128 (16-token windows):
+  // decode 64x2 in 2-token windows (one request each), 256x2 in 8, 128x6 and larger in 16.
+  CHECK(kvc::detail::split_group_window(128, 16, 132) == 2);
+  CHECK(kvc::detail::split_group_window(512, 16, 132) == 8);
+  CHECK(kvc::detail::split_group_window(768, 16, 132) == 16);
+  CHECK(kvc::detail::split_group_window(4096, 16, 132) == 16);
+}

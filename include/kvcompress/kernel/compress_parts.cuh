@@ -139,9 +139,12 @@ struct CompressConfig {
   /// A warp pools its groups one after the other, so two groups a warp cost about what two
   /// waves do: 4-token windows at prefill 1x8192 (1.94 waves of 2-token ones) +11 %, 16-token
   /// windows at 1x32768 +4 % (ratio 4: +6 %; bench/NOTES.md 43); the kernel still runs any
-  /// window up to kMaxWindow (tests and bench's tune_windows launch them directly). Every
-  /// other instance: kTokensPerBlock / kWindowsPerBlock tokens a window.
+  /// window up to kMaxWindow (tests and bench's tune_windows launch them directly). Split
+  /// groups: detail::split_group_window, kTokensPerBlock tokens but at decode (the kernel runs
+  /// any power of two up to it). Every other instance: kTokensPerBlock / kWindowsPerBlock
+  /// tokens a window.
   KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks) {
+    if (kSplitGroup) return detail::WindowSizes{detail::split_group_window(num_tokens, kTokensPerBlock, wave_blocks), 0};
     if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
     const detail::WindowSizes w = detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow,
                                                          kWindowsPerBlock, wave_blocks);

@@ -82,5 +82,18 @@ KVC_HOST_DEVICE constexpr WindowSizes window_sizes(int64_t num_tokens, int small
   return one_wave_split(s, num_tokens, largest, windows_per_block, wave_blocks);
 }
 
+/// Tokens of a split-group window (Op A at ratios >= 16, a block or a cluster per window):
+/// the smallest power of two up to `largest` whose windows number at most half a wave of
+/// `wave_blocks` blocks, so each window still gets a cluster of at least 2 blocks within one
+/// wave; `largest` when the wave is not known. A window pools the groups closing in it one
+/// after the other, so at decode, where most requests may close a group, short windows put
+/// the groups side by side on more SMs (bench/NOTES.md 45).
+KVC_HOST_DEVICE constexpr int split_group_window(int64_t num_tokens, int largest, int64_t wave_blocks) {
+  if (wave_blocks <= 0) return largest;
+  int w = 1;
+  while (w < largest && 2 * ((num_tokens + w - 1) / w) > wave_blocks) w *= 2;
+  return w;
+}
+
 }  // namespace detail
 KVC_NAMESPACE_END
