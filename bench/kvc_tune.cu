@@ -68,7 +68,7 @@ void tune_clusters(nvbench::state& state) {
   const kvc::detail::WindowSizes windows{window, 0};
   const int64_t blocks = Cfg::blocks(pr.T, windows);
   const int wave = kvc::detail::wave_blocks<kernel>(Cfg::kThreads);
-  const kvc::detail::WindowSizes chosen = Cfg::windows(pr.T, wave);
+  const kvc::detail::WindowSizes chosen = Cfg::windows(pr.T, wave, major);
   add_count_summary(state, "kvc/windows", "Windows", "windows (clusters) of the launch", blocks);
   add_count_summary(state, "kvc/wave", "Wave", "blocks the GPU runs at once (wave_blocks)", wave);
   add_count_summary(state, "kvc/auto_window", "Auto window",

@@ -82,17 +82,25 @@ KVC_HOST_DEVICE constexpr WindowSizes window_sizes(int64_t num_tokens, int small
   return one_wave_split(s, num_tokens, largest, windows_per_block, wave_blocks);
 }
 
-/// Tokens of a split-group window (Op A at ratios >= 16, a block or a cluster per window):
-/// the smallest power of two up to `largest` whose windows number at most half a wave of
-/// `wave_blocks` blocks, so each window still gets a cluster of at least 2 blocks within one
-/// wave; `largest` when the wave is not known. A window pools the groups closing in it one
-/// after the other, so at decode, where most requests may close a group, short windows put
-/// the groups side by side on more SMs (bench/NOTES.md 45).
-KVC_HOST_DEVICE constexpr int split_group_window(int64_t num_tokens, int largest, int64_t wave_blocks) {
+/// Tokens of a split-group window (Op A at ratios >= 16, a block or a cluster of blocks per
+/// window), chosen with the cluster: the largest cluster, `largest_cluster` blocks halved
+/// until some window of at most `largest` tokens (a power of two) lets the whole launch
+/// (clusters x windows) run in one wave of `wave_blocks` blocks, and the shortest such
+/// window; `largest` when none does or the wave is not known (wave_blocks <= 0). A window
+/// pools the groups closing in it one after the other and a cluster splits each group's
+/// members over its blocks, so at decode, where several requests of a window may close a
+/// group, shorter windows put the groups side by side and larger clusters shorten each
+/// one. On an H100 at ratio 128 (bench/NOTES.md 46) this picks the fastest measured
+/// (window, cluster) of 20 on each of decode 64x2 (4, 4), 256x2 (16, 4), 128x6 (16, 2) and
+/// 1024x4 (16, 1). The cluster the launch then gets for these windows
+/// (CompressConfig::launch_cluster_blocks) is the one this rule assumed.
+KVC_HOST_DEVICE constexpr int split_group_window(int64_t num_tokens, int largest, int largest_cluster,
+                                                 int64_t wave_blocks) {
   if (wave_blocks <= 0) return largest;
-  int w = 1;
-  while (w < largest && 2 * ((num_tokens + w - 1) / w) > wave_blocks) w *= 2;
-  return w;
+  for (int c = largest_cluster; c >= 1; c /= 2)
+    for (int w = 1; w <= largest; w *= 2)
+      if (c * ((num_tokens + w - 1) / w) <= wave_blocks) return w;
+  return largest;
 }
 
 }  // namespace detail
