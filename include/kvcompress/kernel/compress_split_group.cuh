@@ -4,9 +4,10 @@
 // Work mapping. A block owns a window of consecutive tokens (up to 2 per warp, so a decode
 // batch spreads its ring copies over many blocks; fewer where the launch has few tokens,
 // detail::split_group_window, since a window pools its closing groups one after the
-// other); on sm_90 kvc::compress launches a cluster of up
-// to 8 blocks per window instead where the clusters fit one wave (CompressConfig::
-// launch_cluster_blocks), one block an SM. Phase 1:
+// other); on sm_90 kvc::compress launches a cluster of blocks per window instead (the
+// kernel runs up to CompressConfig::cluster_blocks, 8 at ratio 128; the launch uses up to 4
+// where the clusters fit one wave, CompressConfig::launch_cluster_blocks), one block an
+// SM. Phase 1:
 // one thread per token of the window reads the token's indices and plans its work (does it
 // close a group, does it store its row into the ring, is it the group that reads the ring)
 // into shared memory, with the RMSNorm weight; each block of a cluster plans the same window.
