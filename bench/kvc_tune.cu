@@ -5,7 +5,8 @@
 // Each state also reports what kvc::compress / kvc::fused would choose for it on this GPU
 // ("Auto ..." columns), so a run shows the rule's pick beside the best measured one.
 //
-//   tune_clusters  Op A's split groups at ratio 128 (fp32): Shape x Cluster (blocks of a
+//   tune_clusters  Op A's split groups at ratio 128 (fp32): Shape x Window (tokens a
+//                  window; detail::split_group_window picks it) x Cluster (blocks of a
 //                  thread-block cluster per window, 1 = none; CompressConfig::cluster_blocks
 //                  bounds it, launch_cluster_blocks picks it) x PDL x Data x Launch
 //   tune_windows   warp rows at ratios 2 and 4 (fp32): Op (compress, or fused with
@@ -59,15 +60,23 @@ void tune_clusters(nvbench::state& state) {
   if (skip_empty(state, pr)) return;
   const int sets = input_sets(pr, state);
   DeviceSets dev(pr, sets, {});
-  const kvc::detail::WindowSizes windows = Cfg::windows(pr.T, 0);
+  const int window = static_cast<int>(state.get_int64("Window"));
+  if (window > Cfg::kTokensPerBlock) {
+    state.skip("a split-group window holds at most CompressConfig::kTokensPerBlock tokens");
+    return;
+  }
+  const kvc::detail::WindowSizes windows{window, 0};
   const int64_t blocks = Cfg::blocks(pr.T, windows);
   const int wave = kvc::detail::wave_blocks<kernel>(Cfg::kThreads);
+  const kvc::detail::WindowSizes chosen = Cfg::windows(pr.T, wave, major);
   add_count_summary(state, "kvc/windows", "Windows", "windows (clusters) of the launch", blocks);
   add_count_summary(state, "kvc/wave", "Wave", "blocks the GPU runs at once (wave_blocks)", wave);
+  add_count_summary(state, "kvc/auto_window", "Auto window",
+                    "the window kvc::compress launches this call with (split_group_window)", chosen.window);
   auto& pick = state.add_summary("kvc/auto_cluster");
   pick.set_string("name", "Auto cluster");
   pick.set_string("description", "the cluster kvc::compress launches this call with (launch_cluster_blocks)");
-  pick.set_int64("value", Cfg::launch_cluster_blocks(major, blocks, wave));
+  pick.set_int64("value", Cfg::launch_cluster_blocks(major, Cfg::blocks(pr.T, chosen), wave));
   time_launches(state, pr, sets, pr.a, [&](cudaStream_t s, int i) {
     check(kvc::detail::launch_kernel_in_clusters("compress_kernel", kernel, dim3(static_cast<unsigned>(blocks * cluster)),
                                                  dim3(Cfg::kThreads), static_cast<unsigned>(cluster), s, opt,
@@ -148,6 +157,7 @@ void tune_windows(nvbench::state& state, nvbench::type_list<nvbench::enum_type<R
 NVBENCH_BENCH(tune_clusters)
     .set_name("tune_clusters")
     .add_string_axis("Shape", tune_shapes(true))
+    .add_int64_axis("Window", {16, 8, 4, 2, 1})
     .add_int64_axis("Cluster", {1, 2, 4, 8})
     .add_int64_axis("PDL", {1})
     .add_string_axis("Data", {"hot"})

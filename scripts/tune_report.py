@@ -37,8 +37,13 @@ def report(root):
     for st in measured:
         a, s, us = st["axes"], st["summaries"], st["batch_us"]
         if st["bench"] == "tune_clusters":
-            key = a["Shape"]
-            cells, _ = clusters.setdefault(key, ({}, s.get("kvc/auto_cluster")))
+            # Rows: shape and window (tokens a window; older runs had no Window axis).
+            window = a.get("Window")
+            key = a["Shape"] if window is None else f"{a['Shape']} window {window}"
+            auto = s.get("kvc/auto_cluster")
+            if s.get("kvc/auto_window") is not None:
+                auto = f"window {s.get('kvc/auto_window')} cluster {auto}"
+            cells, _ = clusters.setdefault(key, ({}, auto))
             cells[int(a["Cluster"])] = us
             cluster_cols.add(int(a["Cluster"]))
         elif st["bench"] == "tune_windows":
@@ -48,7 +53,7 @@ def report(root):
             cells[col] = us
             window_cols.add((int(a["Window"]), int(a["Split"])))
     if clusters:
-        parts.append(table("tune_clusters: Op A ratio 128, blocks of a cluster (µs)", clusters,
+        parts.append(table("tune_clusters: Op A ratio 128, blocks of a cluster per window (µs)", clusters,
                            sorted(cluster_cols), "auto"))
     if windows:
         cols = [f"{w}" + ("+split" if sp else "") for w, sp in sorted(window_cols)]

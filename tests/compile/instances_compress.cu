@@ -88,14 +88,29 @@ static_assert(kvc::CompressConfig<128, 512, float>::cluster_blocks(9) == 8 &&
                   kvc::CompressConfig<4, 512, float>::cluster_blocks(9) == 1 &&
                   kvc::CompressConfig<2, 512, float, 32>::cluster_blocks(9) == 1,
               "split groups: cluster sizes");
-// ... and at a launch, the largest that keeps the clusters in one wave (132 SMs, one block
-// an SM): decode 64x2 (8 windows) 8, 256x2 (32) 4, 128x6 (48) 2, 1024x4 (256) and every
-// prefill none; none when the wave is unknown or before sm_90.
+// ... and at a launch, the largest up to 4 (launch_cluster_cap) that keeps the clusters in
+// one wave (132 SMs, one block an SM): 8 windows 4, 32 windows 4, 48 windows 2, 256 windows
+// (1024x4 in 16-token windows) and every prefill none; none when the wave is unknown or
+// before sm_90.
 using C128 = kvc::CompressConfig<128, 512, float>;
-static_assert(C128::launch_cluster_blocks(9, 8, 132) == 8 && C128::launch_cluster_blocks(9, 32, 132) == 4 &&
+static_assert(C128::launch_cluster_blocks(9, 8, 132) == 4 && C128::launch_cluster_blocks(9, 32, 132) == 4 &&
                   C128::launch_cluster_blocks(9, 48, 132) == 2 && C128::launch_cluster_blocks(9, 66, 132) == 2 &&
                   C128::launch_cluster_blocks(9, 67, 132) == 1 && C128::launch_cluster_blocks(9, 256, 132) == 1 &&
                   C128::launch_cluster_blocks(9, 8, 0) == 1 && C128::launch_cluster_blocks(8, 8, 132) == 1 &&
                   kvc::CompressConfig<32, 512, float>::launch_cluster_blocks(9, 8, 132) == 2,
               "split groups: one wave of clusters");
+// The split-group window and cluster (sm_90, a 132-block wave): the largest cluster up to 4
+// that fits one wave with some window, then the shortest window: 64x2 (128 tokens) 4-token
+// windows in clusters of 4; 256x2 16 and 4; 128x6 16 and 2; 1024x4 and prefill 16 and 1;
+// without clusters (cc 8) or an unknown wave, no cluster.
+static_assert(C128::launch_cluster_cap(9) == 4 && C128::launch_cluster_cap(8) == 1 &&
+                  C128::windows(128, 132, 9).window == 4 && C128::windows(512, 132, 9).window == 16 &&
+                  C128::windows(768, 132, 9).window == 16 && C128::windows(4096, 132, 9).window == 16 &&
+                  C128::windows(1 << 20, 132, 9).window == 16 && C128::windows(128, 0, 9).window == 16 &&
+                  C128::windows(128, 132).window == 1 && C128::windows(128, 132, 9).wide == 0 &&
+                  C128::launch_cluster_blocks(9, C128::blocks(128, C128::windows(128, 132, 9)), 132) == 4 &&
+                  C128::launch_cluster_blocks(9, C128::blocks(512, C128::windows(512, 132, 9)), 132) == 4 &&
+                  C128::launch_cluster_blocks(9, C128::blocks(768, C128::windows(768, 132, 9)), 132) == 2 &&
+                  C128::launch_cluster_blocks(9, C128::blocks(4096, C128::windows(4096, 132, 9)), 132) == 1,
+              "split groups: windows and clusters by waves");
 }  // namespace

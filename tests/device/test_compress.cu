@@ -111,11 +111,11 @@ TEST_CASE("Op A: split groups in calls of >= 16 R tokens") {
 namespace {
 
 /// Op A's split groups launched directly in clusters of `cluster` blocks (1: no cluster
-/// attribute, the path of GPUs before sm_90).
+/// attribute, the path of GPUs before sm_90), windows of `window` tokens.
 template <int R>
-kvc::Status launch_split_groups(const kvc::CompressParams& p, bool bf16, int cluster) {
+kvc::Status launch_split_groups(const kvc::CompressParams& p, bool bf16, int cluster, int window) {
   using Cfg = kvc::CompressConfig<R, 512, float>;
-  const kvc::detail::WindowSizes windows = Cfg::windows(p.num_tokens, 0);
+  const kvc::detail::WindowSizes windows{window, 0};
   const auto blocks = static_cast<unsigned>(Cfg::blocks(p.num_tokens, windows) * cluster);
   const auto run = [&](auto kernel) {
     return kvc::detail::launch_kernel_in_clusters("compress_kernel", kernel, dim3(blocks), dim3(Cfg::kThreads),
@@ -147,25 +147,30 @@ void run_cluster_sizes(std::mt19937_64& rng) {
   kvctest::round_batch_to_bf16(b16);
   const auto want = kvcref::compress_reference(kvctest::reference_inputs(b));
   const auto want16 = kvcref::compress_reference(kvctest::reference_inputs(b16));
-  for (int cluster = 1; cluster <= Cfg::kMaxClusterBlocks; cluster *= 2) {
-    if (cluster > 1 && major < 9) break;
-    for (bool bf16 : {false, true}) {
-      const std::string label = "cluster " + std::to_string(cluster);
-      INFO(label, " R=", R, bf16 ? " bf16" : " fp32", " T=", b.num_tokens());
-      const Batch& run = bf16 ? b16 : b;
-      kvctest::CompressDevice dev(run, bf16, false, rng);
-      KVC_CHECK_STATUS(launch_split_groups<R>(dev.params(run), bf16, cluster));
-      kvctest::sync();
-      kvctest::check_compress(run, bf16 ? want16 : want, dev, dev.latent_init, label);
+  // Every window the launch may pick (detail::split_group_window: powers of two up to
+  // kTokensPerBlock): shorter ones put several requests' groups on separate clusters.
+  for (int window = Cfg::kTokensPerBlock; window >= 1; window /= 2)
+    for (int cluster = 1; cluster <= Cfg::kMaxClusterBlocks; cluster *= 2) {
+      if (cluster > 1 && major < 9) break;
+      if (window < Cfg::kTokensPerBlock / 2 && window > 1 && cluster != 2 && cluster != 4) continue;  // a sample
+      for (bool bf16 : {false, true}) {
+        const std::string label = "window " + std::to_string(window) + " cluster " + std::to_string(cluster);
+        INFO(label, " R=", R, bf16 ? " bf16" : " fp32", " T=", b.num_tokens());
+        const Batch& run = bf16 ? b16 : b;
+        kvctest::CompressDevice dev(run, bf16, false, rng);
+        KVC_CHECK_STATUS(launch_split_groups<R>(dev.params(run), bf16, cluster, window));
+        kvctest::sync();
+        kvctest::check_compress(run, bf16 ? want16 : want, dev, dev.latent_init, label);
+      }
     }
-  }
 }
 
 }  // namespace
 
 TEST_CASE("Op A: split groups pooled by clusters of every size") {
   // kvc::compress launches ratios >= 16 in clusters of CompressConfig::cluster_blocks blocks
-  // on sm_90; here every power-of-two size up to it, and no cluster at all, on the same batch.
+  // on sm_90; here every power-of-two size up to it, and no cluster at all, on the same batch,
+  // with every window of detail::split_group_window.
   std::mt19937_64 rng(17);
   run_cluster_sizes<32>(rng);
   run_cluster_sizes<128>(rng);

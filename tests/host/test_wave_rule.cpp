@@ -127,3 +127,46 @@ TEST_CASE("launch windows: the one-wave split of fixed windows (Op A's warp rows
   }
   CHECK(splits > 100);  // the random calls reach the split often
 }
+
+TEST_CASE("split-group windows: the largest cluster that fits one wave, then the shortest window") {
+  // detail::split_group_window against a direct reading of its rule, on every call size up
+  // to a few waves, every largest window of the compiled split-group instances and every
+  // cluster cap (CompressConfig::launch_cluster_cap).
+  for (int largest : {1, 2, 4, 8, 16, 32})
+    for (int cap : {1, 2, 4, 8})
+      for (int64_t wave : {0, 1, 2, 66, 132, 264, 1056})
+        for (int64_t tokens = 1; tokens <= 4096; tokens += tokens < 300 ? 1 : 37) {
+          INFO("T=", tokens, " largest ", largest, " cap ", cap, " wave ", wave);
+          const int w = kvc::detail::split_group_window(tokens, largest, cap, wave);
+          REQUIRE(w >= 1);
+          REQUIRE(w <= largest);
+          REQUIRE((w & (w - 1)) == 0);
+          const auto fits = [&](int64_t window, int64_t cluster) {
+            return cluster * ((tokens + window - 1) / window) <= wave;
+          };
+          if (wave <= 0 || !fits(largest, 1)) {
+            REQUIRE(w == largest);  // nothing fits one wave: the longest window, no cluster
+            continue;
+          }
+          // The cluster the rule assumed: the largest power of two up to the cap that fits
+          // with some window; w is the shortest window that fits with it.
+          int c = cap;
+          while (!fits(largest, c)) c /= 2;
+          REQUIRE(fits(w, c));
+          if (w > 1) REQUIRE_FALSE(fits(w / 2, c));
+          // The launch's cluster for these windows (launch_cluster_blocks' rule) is c again.
+          int launch = cap;
+          while (launch > 1 && !fits(w, launch)) launch /= 2;
+          REQUIRE(launch == c);
+        }
+  // H100 (132 one-block-an-SM split-group blocks a wave), ratio 128 (16-token windows,
+  // clusters of at most 4): the fastest (window, cluster) measured of 20 on each shape
+  // (bench/NOTES.md 46): decode 64x2 (4, 4), 256x2 (16, 4), 128x6 (16, 2), 1024x4 (16, 1).
+  CHECK(kvc::detail::split_group_window(128, 16, 4, 132) == 4);
+  CHECK(kvc::detail::split_group_window(512, 16, 4, 132) == 16);
+  CHECK(kvc::detail::split_group_window(768, 16, 4, 132) == 16);
+  CHECK(kvc::detail::split_group_window(4096, 16, 4, 132) == 16);
+  // Without clusters (before sm_90): the shortest window within one wave of blocks.
+  CHECK(kvc::detail::split_group_window(128, 16, 1, 132) == 1);
+  CHECK(kvc::detail::split_group_window(512, 16, 1, 132) == 4);
+}

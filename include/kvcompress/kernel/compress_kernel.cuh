@@ -29,8 +29,8 @@ KVC_NAMESPACE_BEGIN
 /// batch and refreshes the ring (contract §1). The fused op is this kernel with an epilogue that
 /// also writes the cache record (fused_kernel.cuh). Launch with CompressConfig<..., RowThreads>
 /// ::kThreads threads, `windows` = CompressConfig::windows(num_tokens, wave_blocks) and
-/// CompressConfig::blocks(num_tokens, windows) blocks (instances without wide windows ignore
-/// the argument: kTokensPerBlock tokens a block); split-group instances (R >= 16) may be
+/// CompressConfig::blocks(num_tokens, windows) blocks (block rows ignore the argument:
+/// kTokensPerBlock tokens a block; split groups read its `window`); split-group instances (R >= 16) may be
 /// launched with clusters of CompressConfig::cluster_blocks(cc_major) blocks (or a divisor
 /// of it), that many times the blocks; kvc::compress() does this after
 /// validation, with RowThreads = 32 for the calls use_warp_rows picks (compress_params.hpp),
@@ -48,8 +48,10 @@ __global__ void __launch_bounds__(
     compress_kernel(const CompressParams p, const Epilogue epilogue, const detail::WindowSizes windows) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
   constexpr bool kReadsWindows = Cfg::kWideWindows && !RatioWindowsOnly;
-  const detail::WindowSizes sizes =
-      kReadsWindows ? windows : detail::WindowSizes{Cfg::kTokensPerBlock / Cfg::kWindowsPerBlock, 0};
+  // Split groups: the launch's window (at most kTokensPerBlock tokens, detail::split_group_window).
+  const detail::WindowSizes sizes = kReadsWindows || Cfg::kSplitGroup
+                                        ? windows
+                                        : detail::WindowSizes{Cfg::kTokensPerBlock / Cfg::kWindowsPerBlock, 0};
   // Decided before the PDL wait, so the parameters' constant-cache misses come before it
   // (arch/pdl.cuh); every block of a validated launch has tokens and passes. An epilogue's
   // own parameters are read after the wait (reading them before measured slower without PDL).
@@ -63,7 +65,7 @@ __global__ void __launch_bounds__(
   arch::wait_for_prior_grids();
   arch::allow_dependent_grids();
   if constexpr (CompressConfig<Ratio, HeadDim, In>::kSplitGroup)
-    detail::compress_split_group<Ratio, HeadDim, In>(p, epilogue);
+    detail::compress_split_group<Ratio, HeadDim, In>(p, epilogue, sizes.window);
   else
     detail::compress_small_ratio<Ratio, HeadDim, In, RowThreads, kReadsWindows>(p, epilogue, sizes);
 }

@@ -105,15 +105,22 @@ struct CompressConfig {
   KVC_HOST_DEVICE static constexpr int cluster_blocks(int cc_major) {
     return cc_major >= 9 ? kMaxClusterBlocks : 1;
   }
+  /// The largest cluster a launch uses: cluster_blocks(cc_major), at most 4. Where clusters
+  /// of 8 and of 4 both fit one wave, 8 measured 3-5 % slower on an H100 (decode 64x2 at
+  /// ratio 128, 16- and 8-token windows; bench/NOTES.md 44, 46), and a 4-block cluster leaves
+  /// room for twice the windows (detail::split_group_window).
+  KVC_HOST_DEVICE static constexpr int launch_cluster_cap(int cc_major) {
+    return cluster_blocks(cc_major) < 4 ? cluster_blocks(cc_major) : 4;
+  }
   /// The cluster of a launch of `windows` windows (Cfg::blocks): the largest power of two up
-  /// to cluster_blocks(cc_major) whose clusters all run in one wave of `wave_blocks` blocks
+  /// to launch_cluster_cap(cc_major) whose clusters all run in one wave of `wave_blocks` blocks
   /// (SMs x resident blocks per SM; 0 when unknown: no cluster). Every block of a cluster
   /// plans its window again and the split group path holds one block an SM, so a cluster
   /// that makes the launch a second wave costs more than it saves: measured on an H100,
   /// 8-block clusters for every window took decode 1024x4 from 37 to 89 us and prefill
   /// 1x32768 from 82 to 497 us (bench/NOTES.md 43).
   KVC_HOST_DEVICE static constexpr int launch_cluster_blocks(int cc_major, int64_t windows, int64_t wave_blocks) {
-    int c = cluster_blocks(cc_major);
+    int c = launch_cluster_cap(cc_major);
     while (c > 1 && (wave_blocks <= 0 || windows * c > wave_blocks)) c /= 2;
     return c;
   }
@@ -139,9 +146,17 @@ struct CompressConfig {
   /// A warp pools its groups one after the other, so two groups a warp cost about what two
   /// waves do: 4-token windows at prefill 1x8192 (1.94 waves of 2-token ones) +11 %, 16-token
   /// windows at 1x32768 +4 % (ratio 4: +6 %; bench/NOTES.md 43); the kernel still runs any
-  /// window up to kMaxWindow (tests and bench's tune_windows launch them directly). Every
-  /// other instance: kTokensPerBlock / kWindowsPerBlock tokens a window.
-  KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks) {
+  /// window up to kMaxWindow (tests and bench's tune_windows launch them directly). Split
+  /// groups: detail::split_group_window with the clusters of `cc_major` (the device's compute
+  /// capability major version; 0, the default, for a launch without clusters): kTokensPerBlock
+  /// tokens except at decode (the kernel runs any power of two up to it); launch them with
+  /// launch_cluster_blocks(cc_major, ...) blocks a cluster. Every other instance:
+  /// kTokensPerBlock / kWindowsPerBlock tokens a window (`cc_major` unused).
+  KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks,
+                                                               int cc_major = 0) {
+    if (kSplitGroup)
+      return detail::WindowSizes{
+          detail::split_group_window(num_tokens, kTokensPerBlock, launch_cluster_cap(cc_major), wave_blocks), 0};
     if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
     const detail::WindowSizes w = detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow,
                                                          kWindowsPerBlock, wave_blocks);

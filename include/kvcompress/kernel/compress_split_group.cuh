@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // kvcompress — Op A for large ratios (R >= 16): a block, or a cluster of blocks, pools each group.
 //
-// Work mapping. A block owns a window of consecutive tokens (2 per warp, so a decode batch
-// spreads its ring copies over many blocks); on sm_90 kvc::compress launches a cluster of up
-// to 8 blocks per window instead where the clusters fit one wave (CompressConfig::
-// launch_cluster_blocks), one block an SM. Phase 1:
+// Work mapping. A block owns a window of consecutive tokens (up to 2 per warp, so a decode
+// batch spreads its ring copies over many blocks; fewer where the launch has few tokens,
+// detail::split_group_window, since a window pools its closing groups one after the
+// other); on sm_90 kvc::compress launches a cluster of blocks per window instead (the
+// kernel runs up to CompressConfig::cluster_blocks, 8 at ratio 128; the launch uses up to 4
+// where the clusters fit one wave, CompressConfig::launch_cluster_blocks), one block an
+// SM. Phase 1:
 // one thread per token of the window reads the token's indices and plans its work (does it
 // close a group, does it store its row into the ring, is it the group that reads the ring)
 // into shared memory, with the RMSNorm weight; each block of a cluster plans the same window.
@@ -168,12 +171,11 @@ KVC_DEVICE void merge_cluster_states(PoolState<N>& state, const ClusterState<N>&
 /// Without a cluster (a launch of `CompressConfig::blocks` blocks, or before sm_90) each
 /// block owns its window alone. The cluster size must divide Ratio / (kWarps x kBatch).
 template <int Ratio, int HeadDim, typename In, class Epilogue>
-KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& epilogue) {
+KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& epilogue, const int window_size) {
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
   using Warp = CompressWarp<Ratio, HeadDim, In>;
   constexpr int N = Cfg::kChannels;
   constexpr int E = Cfg::kVecElems;
-  constexpr int window_size = Cfg::kTokensPerBlock;
 
   __shared__ TokenPlan plans[Cfg::kTokensPerBlock];
   __shared__ int32_t copy_token[Cfg::kTokensPerBlock];  // rows stored to the ring by the block
@@ -186,7 +188,7 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
   const int rank = arch::cluster_rank();
   const int64_t window = static_cast<int64_t>(blockIdx.x / cluster) * window_size;
 
-  static_assert(window_size <= 32, "warp 0 plans the window, a token a lane");
+  static_assert(Cfg::kTokensPerBlock <= 32, "warp 0 plans the window, a token a lane");
   for (int i = threadIdx.x; i < HeadDim / E; i += Cfg::kThreads)
     arch::store<E>(weight_smem + i * E,
                    arch::load_readonly<E>(reinterpret_cast<const uint16_t*>(p.weight) + i * E));

@@ -82,5 +82,26 @@ KVC_HOST_DEVICE constexpr WindowSizes window_sizes(int64_t num_tokens, int small
   return one_wave_split(s, num_tokens, largest, windows_per_block, wave_blocks);
 }
 
+/// Tokens of a split-group window (Op A at ratios >= 16, a block or a cluster of blocks per
+/// window), chosen with the cluster: the largest cluster, `largest_cluster` blocks halved
+/// until some window of at most `largest` tokens (a power of two) lets the whole launch
+/// (clusters x windows) run in one wave of `wave_blocks` blocks, and the shortest such
+/// window; `largest` when none does or the wave is not known (wave_blocks <= 0). A window
+/// pools the groups closing in it one after the other and a cluster splits each group's
+/// members over its blocks, so at decode, where several requests of a window may close a
+/// group, shorter windows put the groups side by side and larger clusters shorten each
+/// one. On an H100 at ratio 128 (bench/NOTES.md 46) this picks the fastest measured
+/// (window, cluster) of 20 on each of decode 64x2 (4, 4), 256x2 (16, 4), 128x6 (16, 2) and
+/// 1024x4 (16, 1). The cluster the launch then gets for these windows
+/// (CompressConfig::launch_cluster_blocks) is the one this rule assumed.
+KVC_HOST_DEVICE constexpr int split_group_window(int64_t num_tokens, int largest, int largest_cluster,
+                                                 int64_t wave_blocks) {
+  if (wave_blocks <= 0) return largest;
+  for (int c = largest_cluster; c >= 1; c /= 2)
+    for (int w = 1; w <= largest; w *= 2)
+      if (c * ((num_tokens + w - 1) / w) <= wave_blocks) return w;
+  return largest;
+}
+
 }  // namespace detail
 KVC_NAMESPACE_END

@@ -42,7 +42,10 @@ Status check_instance(const CompressParams& p) {
 template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
 detail::WindowSizes compress_windows(int64_t num_tokens) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
-  if constexpr (!Cfg::kWideWindows) {
+  if constexpr (Cfg::kSplitGroup) {
+    return Cfg::windows(num_tokens, wave_blocks<compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>>(Cfg::kThreads),
+                        device_cc_major());
+  } else if constexpr (!Cfg::kWideWindows) {
     return Cfg::windows(num_tokens, 0);
   } else {
     constexpr auto kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads, true>;
