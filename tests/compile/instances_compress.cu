@@ -113,4 +113,32 @@ static_assert(C128::launch_cluster_cap(9) == 4 && C128::launch_cluster_cap(8) ==
                   C128::launch_cluster_blocks(9, C128::blocks(768, C128::windows(768, 132, 9)), 132) == 2 &&
                   C128::launch_cluster_blocks(9, C128::blocks(4096, C128::windows(4096, 132, 9)), 132) == 1,
               "split groups: windows and clusters by waves");
+// Split groups load a warp's members in batches of kWideBatch where its share allows (ratio
+// 128, head dim 512: 4 rows, one batch a warp in clusters of up to 4), else kBatch (the unit
+// a cluster of kMaxClusterBlocks splits by).
+static_assert(C128::kBatch == 2 && C128::kWideBatch == 4 && kvc::CompressConfig<32, 512, float>::kWideBatch == 4 &&
+                  kvc::CompressConfig<16, 512, float>::kWideBatch == 2 &&
+                  kvc::CompressConfig<128, 128, float>::kWideBatch == 16 &&
+                  kvc::CompressConfig<2, 512, float, 32>::kWideBatch == kvc::CompressConfig<2, 512, float, 32>::kBatch,
+              "split groups: the wide batch");
+// The windows compress_kernel runs (it writes nothing for others): split groups 1 ..
+// kTokensPerBlock tokens, wide windows multiples of Ratio up to kMaxWindow.
+static_assert(C128::usable_windows({1, 0}) && C128::usable_windows({16, 0}) && !C128::usable_windows({0, 0}) &&
+                  !C128::usable_windows({17, 0}) && !C128::usable_windows({32, 0}) &&
+                  !C128::usable_windows({8, 1}) && !C128::usable_windows({-4, 0}) &&
+                  W2::usable_windows({2, 0}) && W2::usable_windows({16, 0}) && W2::usable_windows({8, 5}) &&
+                  W2::usable_windows({6, 0}) && !W2::usable_windows({3, 0}) && !W2::usable_windows({0, 0}) &&
+                  !W2::usable_windows({18, 0}) && !W2::usable_windows({16, 1}) && !W2::usable_windows({2, -1}),
+              "usable windows");
+template <class Cfg>
+constexpr bool launch_windows_usable(int cc_major) {
+  for (int64_t wave : {0, 132, 528})
+    for (int64_t tokens = 1; tokens <= 6000; tokens += tokens < 600 ? 1 : 53)
+      if (!Cfg::usable_windows(Cfg::windows(tokens, wave, cc_major))) return false;
+  return true;
+}
+static_assert(launch_windows_usable<C128>(9) && launch_windows_usable<C128>(8) && launch_windows_usable<W2>(9) &&
+                  launch_windows_usable<kvc::CompressConfig<4, 512, float, 32>>(9) &&
+                  launch_windows_usable<kvc::CompressConfig<32, 512, float>>(9),
+              "every launch's windows are usable");
 }  // namespace

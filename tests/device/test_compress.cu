@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device tier: Op A (save–compress–norm) against the float64 reference.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -174,6 +175,40 @@ TEST_CASE("Op A: split groups pooled by clusters of every size") {
   std::mt19937_64 rng(17);
   run_cluster_sizes<32>(rng);
   run_cluster_sizes<128>(rng);
+}
+
+TEST_CASE("Op A: a direct launch with windows the instance cannot run writes nothing") {
+  // compress_kernel checks its windows (CompressConfig::usable_windows): a split-group window
+  // past kTokensPerBlock would overrun its shared-memory plans, an empty one would give every
+  // block the same tokens, and a wide window past kMaxWindow would have no lane for its tokens.
+  std::mt19937_64 rng(29);
+  const auto check_nothing_written = [&](int ratio, auto kernel, unsigned threads,
+                                         std::initializer_list<kvc::detail::WindowSizes> bad) {
+    const int C = kvc::ring_capacity(ratio, 3);
+    BatchShape s = shape_of(ratio, 512, {{3 * ratio + 1, ratio - 1}, {2, 2 * ratio - 1}, {40, 0}}, 2);
+    s.capacity = C;
+    const Batch b = kvctest::make_batch(rng, s);
+    kvctest::CompressDevice dev(b, false, false, rng);
+    const auto ring_before = dev.ring_values();
+    for (const kvc::detail::WindowSizes& w : bad) {
+      INFO("ratio ", ratio, " window ", w.window, " wide ", w.wide);
+      const unsigned blocks = static_cast<unsigned>(b.num_tokens());  // a block a token: more than enough
+      KVC_CHECK_STATUS(kvc::detail::launch_kernel_in_clusters("compress_kernel", kernel, dim3(blocks), dim3(threads), 1u,
+                                                              nullptr, kvc::LaunchOptions{}, dev.params(b),
+                                                              kvc::LatentEpilogue{}, w));
+      kvctest::sync();
+      CHECK(dev.latent.download() == dev.latent_init);
+      const auto ring_after = dev.ring_values();
+      CHECK(std::equal(ring_before.begin(), ring_before.end(), ring_after.begin(),
+                       [](float x, float y) { return std::memcmp(&x, &y, 4) == 0; }));
+    }
+  };
+  using C128 = kvc::CompressConfig<128, 512, float>;
+  check_nothing_written(128, kvc::compress_kernel<128, 512, float, kvc::LatentEpilogue>, C128::kThreads,
+                        {{0, 0}, {C128::kTokensPerBlock + 1, 0}, {4 * C128::kTokensPerBlock, 0}, {4, 1}, {-2, 0}});
+  using W2 = kvc::CompressConfig<2, 512, float, 32>;
+  check_nothing_written(2, kvc::compress_kernel<2, 512, float, kvc::LatentEpilogue, 32>, W2::kThreads,
+                        {{0, 0}, {3, 0}, {2 * W2::kMaxWindow, 0}, {W2::kMaxWindow, 1}, {2, -1}});
 }
 
 TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_rows)") {

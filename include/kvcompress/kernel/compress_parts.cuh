@@ -88,6 +88,13 @@ struct CompressConfig {
   static constexpr int kBatchWanted = 32 / kChannels > 1 ? 32 / kChannels : 1;
   static constexpr int kBatch = largest_divisor(kMembersPerWarp, kBatchWanted);
   static_assert(kMembersPerWarp % kBatch == 0, "members per warp must be a multiple of the batch");
+  /// Split groups: the batch a warp loads at once where its share of the members allows
+  /// (about 128 floats of input per thread: the path runs one block an SM, so the registers
+  /// cost no occupancy), so that a warp's members at clusters of up to 4 blocks (ratio 128,
+  /// head dim 512) are one round trip instead of two (bench/NOTES.md 47). kBatch stays the
+  /// unit a cluster splits the members by (kMaxClusterBlocks); other instances: kBatch.
+  static constexpr int kWideBatch =
+      kSplitGroup ? largest_divisor(kMembersPerWarp, 2 * kBatchWanted) : kBatch;
   /// Tokens of a block, the same for every call: at small ratios each row group of threads
   /// owns a window of Ratio consecutive tokens; at large ratios 2 tokens per warp, so a decode
   /// batch spreads its ring copies and rare closings over many blocks. R-token windows for
@@ -170,6 +177,19 @@ struct CompressConfig {
   /// compress_kernel's RatioWindowsOnly): wide windows other than Ratio tokens each.
   KVC_HOST_DEVICE static constexpr bool reads_windows(detail::WindowSizes w) {
     return kWideWindows && (w.wide != 0 || w.window != Ratio);
+  }
+  /// Whether windows `w` are ones compress_kernel can run (it writes nothing for any
+  /// other; kvc::compress launches only those of `windows`): split groups a window of 1 ..
+  /// kTokensPerBlock tokens (its plans are kTokensPerBlock shared-memory rows), none twice as
+  /// long; wide windows a multiple of Ratio, the longest (2 x window where `wide` > 0) at
+  /// most kMaxWindow (a lane per token and one per token before it). Other instances, and
+  /// compress_kernel's RatioWindowsOnly, ignore `w`.
+  KVC_HOST_DEVICE static constexpr bool usable_windows(detail::WindowSizes w) {
+    if (kSplitGroup) return w.wide == 0 && w.window >= 1 && w.window <= kTokensPerBlock;
+    if (kWideWindows)
+      return w.window >= Ratio && w.window % Ratio == 0 && w.wide >= 0 &&
+             (w.wide > 0 ? 2 * int64_t{w.window} : int64_t{w.window}) <= kMaxWindow;
+    return true;
   }
 
   /// Channel held by fragment element i of thread `lane` (vector v = i / kVecElems).
@@ -350,19 +370,20 @@ struct CompressWarp {
   }
 
   /// Pools members [begin, begin + count) of the group closed by token t at `pos`
-  /// (count a multiple of kBatch). Member j is position pos - Ratio + 1 + j: an input row
-  /// when inside the chunk, else a ring row. Stores t's own row to the ring on the way when
-  /// `store_own` (it is member Ratio - 1, already in registers).
+  /// (count a multiple of Batch, the members loaded together). Member j is position
+  /// pos - Ratio + 1 + j: an input row when inside the chunk, else a ring row. Stores t's own
+  /// row to the ring on the way when `store_own` (it is member Ratio - 1, already in registers).
+  template <int Batch = Cfg::kBatch>
   static KVC_DEVICE PoolState<N> pool_members(const CompressParams& p, int64_t t,
                                               const TokenPlan& tp, int begin, int count,
                                               bool store_own, int lane) {
     PoolState<N> state = GatedPool<Ratio>::template empty<N>();
     const int64_t block = p.ring_layout.block_of(tp.slot);
-    for (int b = begin; b < begin + count; b += Cfg::kBatch) {
-      Raw kv_raw[Cfg::kBatch], score_raw[Cfg::kBatch];
+    for (int b = begin; b < begin + count; b += Batch) {
+      Raw kv_raw[Batch], score_raw[Batch];
       // Issue every load of the batch before the first use.
       KVC_PRAGMA_UNROLL
-      for (int j = 0; j < Cfg::kBatch; ++j) {
+      for (int j = 0; j < Batch; ++j) {
         const int member = b + j;
         const int64_t q = tp.pos - (Ratio - 1) + member;
         const int64_t member_token = t - (Ratio - 1 - member);
@@ -376,18 +397,18 @@ struct CompressWarp {
           score_raw[j] = load_half<false>(row + HeadDim, lane);
         }
       }
-      if (store_own && b + Cfg::kBatch == Ratio) {
+      if (store_own && b + Batch == Ratio) {
         In* dst = ring_row(p, p.ring_layout.slot_offset(tp.slot));
-        store_half(dst, lane, kv_raw[Cfg::kBatch - 1]);
-        store_half(dst + HeadDim, lane, score_raw[Cfg::kBatch - 1]);
+        store_half(dst, lane, kv_raw[Batch - 1]);
+        store_half(dst + HeadDim, lane, score_raw[Batch - 1]);
       }
-      Array<float, N> kv[Cfg::kBatch], score[Cfg::kBatch];
+      Array<float, N> kv[Batch], score[Batch];
       KVC_PRAGMA_UNROLL
-      for (int j = 0; j < Cfg::kBatch; ++j) {
+      for (int j = 0; j < Batch; ++j) {
         kv[j] = widen(kv_raw[j]);
         score[j] = widen(score_raw[j]);
       }
-      const PoolState<N> part = GatedPool<Ratio>::template partial<Cfg::kBatch>(kv, score);
+      const PoolState<N> part = GatedPool<Ratio>::template partial<Batch>(kv, score);
       if (b == begin)
         state = part;
       else

@@ -11,12 +11,15 @@
 // one thread per token of the window reads the token's indices and plans its work (does it
 // close a group, does it store its row into the ring, is it the group that reads the ring)
 // into shared memory, with the RMSNorm weight; each block of a cluster plans the same window.
-// Phase 2: the rows of non-closing tokens that go to the ring are copied by all the threads
-// (independent rows, several 16-byte moves in flight per thread); then each group closing in
-// the window is pooled by every warp, each a slice of the members, merged through shared
-// memory in a fixed tree and, in a cluster, the blocks' states by rank 0 through distributed
-// shared memory in rank order; so a group of 128 rows is neither serialized on one warp nor
-// on one SM. The pooled row stays in registers through RMSNorm to the epilogue.
+// Phase 2: each group closing in the window is pooled by every warp, each a slice of the
+// members (loaded in one batch where the slice allows: CompressConfig::kWideBatch), merged
+// through shared memory in a fixed tree and, in a cluster, the blocks' states by rank 0
+// (gathered through distributed shared memory by its warps at once, merged in rank order);
+// so a group of 128 rows is neither serialized on one warp nor on one SM. The pooled row
+// stays in registers through RMSNorm to the epilogue. The rows of non-closing tokens that
+// go to the ring are copied by all the threads (independent rows, several 16-byte moves in
+// flight per thread): before the groups in a window that closes none, after them (by every
+// warp but the one running the epilogue) in one that does, off the group's critical path.
 #pragma once
 
 #include "../config.hpp"
@@ -154,11 +157,22 @@ struct ClusterState {
 
 /// Rank 0's warp 0 merges the states of the cluster's blocks 1 .. size - 1 into its own, in
 /// rank order (a fixed order: the same bits every launch), reading each peer's `local`
-/// through distributed shared memory.
-template <int Ratio, int N>
-KVC_DEVICE void merge_cluster_states(PoolState<N>& state, const ClusterState<N>& local, int size,
-                                     int lane) {
-  for (int r = 1; r < size; ++r) GatedPool<Ratio>::merge(state, arch::peer_shared(&local, r)->get(lane));
+/// through distributed shared memory. Every warp of rank 0 calls it. Where the peers fit
+/// the `slots` (clusters of up to kSlots + 1 blocks), rank 0's warps 1 .. size - 1 each copy
+/// one peer's state into a slot at once, so the remote reads are one round trip instead of
+/// size - 1 in a row; warp 0 then merges the slots. Larger clusters: warp 0 reads the peers
+/// one after the other.
+template <int Ratio, int kSlots, int N>
+KVC_DEVICE void merge_cluster_states(PoolState<N>& state, const ClusterState<N>& local,
+                                     ClusterState<N> (&slots)[kSlots], int size, int warp, int lane) {
+  if (size - 1 <= kSlots) {
+    if (warp >= 1 && warp < size) slots[warp - 1].put(arch::peer_shared(&local, warp)->get(lane), lane);
+    __syncthreads();
+    if (warp == 0)
+      for (int r = 1; r < size; ++r) GatedPool<Ratio>::merge(state, slots[r - 1].get(lane));
+  } else if (warp == 0) {
+    for (int r = 1; r < size; ++r) GatedPool<Ratio>::merge(state, arch::peer_shared(&local, r)->get(lane));
+  }
 }
 
 /// Op A for large ratios. Launched with clusters (kvc::compress on sm_90: `cluster_blocks`
@@ -181,6 +195,7 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
   __shared__ int32_t copy_token[Cfg::kTokensPerBlock];  // rows stored to the ring by the block
   __shared__ int64_t copy_offset[Cfg::kTokensPerBlock];  // their ring rows
   __shared__ int copy_count;
+  __shared__ bool window_closes;  // a group closes in the window
   __shared__ __align__(16) uint16_t weight_smem[HeadDim];  // RMSNorm weight, loaded with the plans
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
@@ -207,12 +222,20 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
       copy_token[i] = lane;
       copy_offset[i] = p.ring_layout.slot_offset(tp.slot);
     }
-    if (lane == 0) copy_count = __popc(listed_mask);
+    const bool closes = __any_sync(0xffffffffu, (tp.flags & kCloses) != 0);
+    if (lane == 0) copy_count = __popc(listed_mask), window_closes = closes;
   }
   __syncthreads();
+  // The listed rows are no member of a group read here (a head group's reads collide with
+  // no listed store; every other group reads input rows only), so they may go at any time:
+  // right away in a window that closes no group; after the groups in one that does, by
+  // every thread but rank 0's warp 0, while that warp runs the merge and the epilogue, so
+  // the copy's round trip is off the group's critical path (bench/NOTES.md 47).
+  const bool copy_after = window_closes;
   if constexpr (Ratio > 1)
-    copy_rows_to_ring<HeadDim, In, E>(p, copy_token, copy_offset, copy_count, window,
-                                      rank * Cfg::kThreads + threadIdx.x, cluster * Cfg::kThreads);
+    if (!copy_after)
+      copy_rows_to_ring<HeadDim, In, E>(p, copy_token, copy_offset, copy_count, window,
+                                        rank * Cfg::kThreads + threadIdx.x, cluster * Cfg::kThreads);
 
   {
     // The cluster pools each group; warp w of block `rank` takes members [c*M, (c+1)*M) with
@@ -220,38 +243,29 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
     const int warps = cluster * Cfg::kWarps;
     const int cluster_warp = rank * Cfg::kWarps + warp;
     const int M = Ratio / warps;
-    __shared__ float merge_buf[Cfg::kWarps > 1 ? Cfg::kWarps / 2 : 1][3][HeadDim];
+    // The merge tree's slots, in ClusterState's layout (16-byte accesses, no bank conflicts);
+    // after the tree, rank 0 gathers its peers' states into them (merge_cluster_states).
+    constexpr int kSlots = Cfg::kWarps > 1 ? Cfg::kWarps / 2 : 1;
+    __shared__ ClusterState<N> merge_buf[kSlots];
     __shared__ ClusterState<N> cluster_state;
     for (int k = 0; k < window_size; ++k) {
       const TokenPlan tp = plans[k];
       const int64_t t = window + k;
       if (tp.flags & kCloses) {
         const bool store_own = (tp.flags & kStoresOwnRow) != 0 && cluster_warp == warps - 1;
-        PoolState<N> state = Warp::pool_members(p, t, tp, cluster_warp * M, M, store_own, lane);
+        // A warp's members in the widest batches they split into (one round trip at ratio 128
+        // in clusters of up to 4 blocks), else in kBatch (clusters of 8).
+        PoolState<N> state;
+        if (Cfg::kWideBatch != Cfg::kBatch && M % Cfg::kWideBatch == 0)
+          state = Warp::template pool_members<Cfg::kWideBatch>(p, t, tp, cluster_warp * M, M, store_own, lane);
+        else
+          state = Warp::template pool_members<Cfg::kBatch>(p, t, tp, cluster_warp * M, M, store_own, lane);
         // Fixed merge tree: warp w absorbs warp w + half, halving until warp 0 holds all.
         for (int active = Cfg::kWarps; active > 1; active /= 2) {
           const int half = active / 2;
-          if (warp >= half && warp < active) {
-            KVC_PRAGMA_UNROLL
-            for (int i = 0; i < N; ++i) {
-              const int c = Cfg::channel(lane, i);
-              merge_buf[warp - half][0][c] = state.max[i];
-              merge_buf[warp - half][1][c] = state.sum[i];
-              merge_buf[warp - half][2][c] = state.acc[i];
-            }
-          }
+          if (warp >= half && warp < active) merge_buf[warp - half].put(state, lane);
           __syncthreads();
-          if (warp < half) {
-            PoolState<N> other;
-            KVC_PRAGMA_UNROLL
-            for (int i = 0; i < N; ++i) {
-              const int c = Cfg::channel(lane, i);
-              other.max[i] = merge_buf[warp][0][c];
-              other.sum[i] = merge_buf[warp][1][c];
-              other.acc[i] = merge_buf[warp][2][c];
-            }
-            GatedPool<Ratio>::merge(state, other);
-          }
+          if (warp < half) GatedPool<Ratio>::merge(state, merge_buf[warp].get(lane));
           __syncthreads();
         }
         if (cluster > 1) {
@@ -262,7 +276,7 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
           if (rank > 0 && warp == 0) cluster_state.put(state, lane);
           arch::cluster_arrive();
           arch::cluster_wait();
-          if (rank == 0 && warp == 0) merge_cluster_states<Ratio>(state, cluster_state, cluster, lane);
+          if (rank == 0) merge_cluster_states<Ratio, kSlots>(state, cluster_state, merge_buf, cluster, warp, lane);
           arch::cluster_arrive();
         }
         if (rank == 0 && warp == 0) {
@@ -276,6 +290,11 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
       }
     }
   }
+  if constexpr (Ratio > 1)
+    if (copy_after && (rank > 0 || warp > 0))
+      copy_rows_to_ring<HeadDim, In, E>(p, copy_token, copy_offset, copy_count, window,
+                                        rank * Cfg::kThreads + threadIdx.x - 32,
+                                        cluster * Cfg::kThreads - 32);
 }
 
 }  // namespace detail
