@@ -8,13 +8,16 @@ kvc::Status kvc_compile_tier_compress(const kvc::CompressParams& p, cudaStream_t
 }
 
 // The block's tokens (CompressConfig::kTokensPerBlock): small ratios: one R-token window per
-// row group (the block's threads, or each of 4 warps with RowThreads = 32); split groups: 2
-// tokens per warp.
+// row group (the block's threads, or each of 4 warps with RowThreads = 32); split groups:
+// Ratio tokens at most (a token a thread of the planning warps), 2 a warp in the launch
+// rule's one-wave search (kShortWindow).
 namespace {
 template <int R, int D = 512, int RowThreads = 0>
 constexpr bool window_ok() {
   using Cfg = kvc::CompressConfig<R, D, float, RowThreads>;
-  return Cfg::kTokensPerBlock == (Cfg::kSplitGroup ? 2 * Cfg::kWarps : R * Cfg::kWindowsPerBlock) &&
+  return Cfg::kTokensPerBlock == (Cfg::kSplitGroup ? (R < 32 * Cfg::kWarps ? R : 32 * Cfg::kWarps)
+                                                   : R * Cfg::kWindowsPerBlock) &&
+         Cfg::kShortWindow == (Cfg::kSplitGroup ? 2 * Cfg::kWarps : Cfg::kTokensPerBlock) &&
          (Cfg::kSplitGroup ? Cfg::kRowThreads == 32
                            : Cfg::kThreads == Cfg::kRowThreads || (Cfg::kRowThreads == 32 && Cfg::kWarps == 4)) &&
          Cfg::kVecs * Cfg::kVecElems * Cfg::kRowThreads == D;
@@ -49,7 +52,7 @@ static_assert(!kvc::CompressConfig<1, 512, float, 32>::kWideWindows && !kvc::Com
                   kvc::CompressConfig<2, 512, float>::windows(8192, 528).window == 2 &&
                   kvc::CompressConfig<2, 512, float>::windows(8192, 528).wide == 0 &&
                   kvc::CompressConfig<128, 512, float>::windows(1 << 20, 528).window ==
-                      kvc::CompressConfig<128, 512, float>::kTokensPerBlock,
+                      kvc::CompressConfig<128, 512, float>::kShortWindow,
               "ratio 1, block rows and split groups keep their window");
 constexpr bool same(kvc::detail::WindowSizes a, int window, int wide) { return a.window == window && a.wide == wide; }
 // Op A's warp rows keep Ratio-token windows where a second wave would be more than 1/8

@@ -95,11 +95,17 @@ struct CompressConfig {
   /// unit a cluster splits the members by (kMaxClusterBlocks); other instances: kBatch.
   static constexpr int kWideBatch =
       kSplitGroup ? largest_divisor(kMembersPerWarp, 2 * kBatchWanted) : kBatch;
-  /// Tokens of a block, the same for every call: at small ratios each row group of threads
-  /// owns a window of Ratio consecutive tokens; at large ratios 2 tokens per warp, so a decode
-  /// batch spreads its ring copies and rare closings over many blocks. R-token windows for
-  /// large split-group calls were measured and were slower (bench/NOTES.md 8).
-  static constexpr int kTokensPerBlock = kSplitGroup ? 2 * kWarps : Ratio * kWindowsPerBlock;
+  /// Tokens of a block: at small ratios each row group of threads owns a window of Ratio
+  /// consecutive tokens. Split groups: the longest window the kernel runs, Ratio tokens (at
+  /// most a token a thread of the block's planning warps), so that a prefill's blocks each
+  /// close about one group instead of 7 in 8 only planning tokens (bench/NOTES.md 49); the
+  /// launch picks the window (windows), down to 1 token at decode, where short windows
+  /// spread the ring copies and the rare closings over many blocks.
+  static constexpr int kTokensPerBlock =
+      kSplitGroup ? (Ratio < 32 * kWarps ? Ratio : 32 * kWarps) : Ratio * kWindowsPerBlock;
+  /// Split groups: the longest window that detail::split_group_window tries for a launch of
+  /// clusters in one wave (2 tokens a warp; the decode shapes of bench/NOTES.md 46).
+  static constexpr int kShortWindow = kSplitGroup ? 2 * kWarps : kTokensPerBlock;
   /// Split groups on sm_90 and newer: the blocks of a thread-block cluster that share a
   /// window and pool each closing group together (kernel/compress_split_group.cuh), so its
   /// Ratio rows are read by that many SMs at once: as many as leave each warp one batch of
@@ -163,7 +169,7 @@ struct CompressConfig {
                                                                int cc_major = 0) {
     if (kSplitGroup)
       return detail::WindowSizes{
-          detail::split_group_window(num_tokens, kTokensPerBlock, launch_cluster_cap(cc_major), wave_blocks), 0};
+          detail::split_group_window(num_tokens, kShortWindow, launch_cluster_cap(cc_major), wave_blocks), 0};
     if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
     const detail::WindowSizes w = detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow,
                                                          kWindowsPerBlock, wave_blocks);

@@ -196,11 +196,12 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
   constexpr int N = Cfg::kChannels;
   constexpr int E = Cfg::kVecElems;
 
+  constexpr int kPlanWarps = (Cfg::kTokensPerBlock + 31) / 32;  // warps planning a full window
   __shared__ TokenPlan plans[Cfg::kTokensPerBlock];
   __shared__ int32_t copy_token[Cfg::kTokensPerBlock];  // rows stored to the ring by the block
   __shared__ int64_t copy_offset[Cfg::kTokensPerBlock];  // their ring rows
-  __shared__ int copy_count;
-  __shared__ bool window_closes;  // a group closes in the window
+  __shared__ int32_t close_token[Cfg::kTokensPerBlock];  // the window's closing tokens, in order
+  __shared__ int list_count[2][kPlanWarps];  // listed rows and closing tokens a planning warp
   __shared__ __align__(16) uint16_t weight_smem[HeadDim];  // RMSNorm weight, loaded with the plans
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
@@ -208,35 +209,65 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
   const int rank = arch::cluster_rank();
   const int64_t window = static_cast<int64_t>(blockIdx.x / cluster) * window_size;
 
-  static_assert(Cfg::kTokensPerBlock <= 32, "warp 0 plans the window, a token a lane");
+  static_assert(Cfg::kTokensPerBlock <= 32 * Cfg::kWarps, "the block's warps plan the window, a token a lane");
   for (int i = threadIdx.x; i < HeadDim / E; i += Cfg::kThreads)
     arch::store<E>(weight_smem + i * E,
                    arch::load_readonly<E>(reinterpret_cast<const uint16_t*>(p.weight) + i * E));
-  if (warp == 0) {
-    const int64_t t = window + lane;
-    const TokenPlan tp = lane < window_size && t < p.num_tokens ? plan_token<Ratio>(p, t, rank == 0)
-                                                                : TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
-    if (lane < window_size) plans[lane] = tp;
+  // Warp w plans tokens [32 w, 32 w + 32) of the window (warp 0 alone at decode).
+  if (warp < kPlanWarps && 32 * warp < window_size) {
+    const int k = 32 * warp + lane;
+    const int64_t t = window + k;
+    const TokenPlan tp = k < window_size && t < p.num_tokens ? plan_token<Ratio>(p, t, rank == 0)
+                                                             : TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
+    if (k < window_size) plans[k] = tp;
     // A closing token stores its row from registers while pooling; the rest go in a list,
     // in token order: every block of a cluster builds the same list, and the cluster's
-    // threads split it by position.
+    // threads split it by position. Each planning warp lists its tokens from 32 w on;
+    // longer windows close the gaps below.
     const bool listed = (tp.flags & (kStoresOwnRow | kCloses)) == kStoresOwnRow;
+    const unsigned below = (1u << lane) - 1u;
     const unsigned listed_mask = __ballot_sync(0xffffffffu, listed);
     if (listed) {
-      const int i = __popc(listed_mask & ((1u << lane) - 1u));
-      copy_token[i] = lane;
+      const int i = 32 * warp + __popc(listed_mask & below);
+      copy_token[i] = k;
       copy_offset[i] = p.ring_layout.slot_offset(tp.slot);
     }
-    const bool closes = __any_sync(0xffffffffu, (tp.flags & kCloses) != 0);
-    if (lane == 0) copy_count = __popc(listed_mask), window_closes = closes;
+    const bool closes = (tp.flags & kCloses) != 0;
+    const unsigned close_mask = __ballot_sync(0xffffffffu, closes);
+    if (closes) close_token[32 * warp + __popc(close_mask & below)] = k;
+    if (lane == 0) list_count[0][warp] = __popc(listed_mask), list_count[1][warp] = __popc(close_mask);
   }
   __syncthreads();
-  // The listed rows are no member of a group read here (a head group's reads collide with
-  // no listed store; every other group reads input rows only), so they may go at any time:
-  // right away in a window that closes no group; after the groups in one that does, by
-  // every thread but rank 0's warp 0, while that warp runs the merge and the epilogue, so
-  // the copy's round trip is off the group's critical path (bench/NOTES.md 47).
-  const bool copy_after = window_closes;
+  int copy_count = list_count[0][0], close_count = list_count[1][0];
+  if constexpr (kPlanWarps > 1) {
+    if (window_size > 32) {  // uniform: close the gaps between the planning warps' lists
+      int copy_at[kPlanWarps], close_at[kPlanWarps];
+      copy_count = close_count = 0;
+      KVC_PRAGMA_UNROLL
+      for (int w = 0; w < kPlanWarps; ++w) {
+        copy_at[w] = copy_count, close_at[w] = close_count;
+        if (32 * w < window_size) copy_count += list_count[0][w], close_count += list_count[1][w];
+      }
+      if (warp == 0) {
+        // Warp 0 moves each later list down, one after the other (every lane reads before
+        // any writes: a list may overlap its destination).
+        KVC_PRAGMA_UNROLL
+        for (int w = 1; w < kPlanWarps; ++w) {
+          if (32 * w >= window_size) break;
+          const bool copy_lane = lane < list_count[0][w], close_lane = lane < list_count[1][w];
+          const int32_t ct = copy_lane ? copy_token[32 * w + lane] : 0;
+          const int64_t co = copy_lane ? copy_offset[32 * w + lane] : 0;
+          const int32_t kt = close_lane ? close_token[32 * w + lane] : 0;
+          __syncwarp();
+          if (copy_lane) copy_token[copy_at[w] + lane] = ct, copy_offset[copy_at[w] + lane] = co;
+          if (close_lane) close_token[close_at[w] + lane] = kt;
+          __syncwarp();
+        }
+      }
+      __syncthreads();
+    }
+  }
+  const bool copy_after = close_count > 0;
   if constexpr (Ratio > 1)
     if (!copy_after)
       copy_rows_to_ring<HeadDim, In, E>(p, copy_token, copy_offset, copy_count, window,
@@ -253,10 +284,11 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
     constexpr int kSlots = Cfg::kWarps > 1 ? Cfg::kWarps / 2 : 1;
     __shared__ ClusterState<N> merge_buf[kSlots];
     __shared__ ClusterState<N> cluster_state;
-    for (int k = 0; k < window_size; ++k) {
+    for (int c = 0; c < close_count; ++c) {
+      const int k = close_token[c];
       const TokenPlan tp = plans[k];
       const int64_t t = window + k;
-      if (tp.flags & kCloses) {
+      {
         const bool store_own = (tp.flags & kStoresOwnRow) != 0 && cluster_warp == warps - 1;
         // A warp's members in the widest batches they split into (one round trip at ratio 128
         // in clusters of up to 4 blocks), else in kBatch (clusters of 8).
