@@ -54,6 +54,16 @@ static_assert(!kvc::CompressConfig<1, 512, float, 32>::kWideWindows && !kvc::Com
                   kvc::CompressConfig<128, 512, float>::windows(1 << 20, 528).window ==
                       kvc::CompressConfig<128, 512, float>::kShortWindow,
               "ratio 1, block rows and split groups keep their window");
+// Split groups, prefill-like calls (a group's tokens or more a request): windows of up to
+// Ratio tokens, so most blocks close a group (bench/NOTES.md 49); an H100's wave of 132.
+using S128 = kvc::CompressConfig<128, 512, float>;
+static_assert(S128::kTokensPerBlock == 128 && S128::kShortWindow == 16 &&
+                  S128::windows(32768, 132, 9, 1).window == 128 && S128::windows(65536, 132, 9, 4).window == 128 &&
+                  S128::windows(8192, 132, 9, 1).window == 128 &&
+                  S128::launch_cluster_blocks(9, S128::blocks(8192, S128::windows(8192, 132, 9, 1)), 132) == 2 &&
+                  S128::windows(32768, 132, 9, 0).window == 16 && S128::windows(4480, 132, 9, 194).window == 16 &&
+                  S128::windows(128, 132, 9, 64).window == 4 && S128::usable_windows(S128::windows(32768, 132, 9, 1)),
+              "ratio 128: prefill-like calls in 128-token windows, decode-like ones as before");
 constexpr bool same(kvc::detail::WindowSizes a, int window, int wide) { return a.window == window && a.wide == wide; }
 // Op A's warp rows keep Ratio-token windows where a second wave would be more than 1/8
 // full or there is none (prefill 1x8192 and 1x32768 on an H100's 528-block wave: 1.94 and
@@ -127,7 +137,8 @@ static_assert(C128::kBatch == 2 && C128::kWideBatch == 4 && kvc::CompressConfig<
 // The windows compress_kernel runs (it writes nothing for others): split groups 1 ..
 // kTokensPerBlock tokens, wide windows multiples of Ratio up to kMaxWindow.
 static_assert(C128::usable_windows({1, 0}) && C128::usable_windows({16, 0}) && !C128::usable_windows({0, 0}) &&
-                  !C128::usable_windows({17, 0}) && !C128::usable_windows({32, 0}) &&
+                  C128::usable_windows({17, 0}) && C128::usable_windows({128, 0}) && !C128::usable_windows({129, 0}) &&
+                  !C128::usable_windows({256, 0}) &&
                   !C128::usable_windows({8, 1}) && !C128::usable_windows({-4, 0}) &&
                   W2::usable_windows({2, 0}) && W2::usable_windows({16, 0}) && W2::usable_windows({8, 5}) &&
                   W2::usable_windows({6, 0}) && !W2::usable_windows({3, 0}) && !W2::usable_windows({0, 0}) &&
@@ -137,7 +148,8 @@ template <class Cfg>
 constexpr bool launch_windows_usable(int cc_major) {
   for (int64_t wave : {0, 132, 528})
     for (int64_t tokens = 1; tokens <= 6000; tokens += tokens < 600 ? 1 : 53)
-      if (!Cfg::usable_windows(Cfg::windows(tokens, wave, cc_major))) return false;
+      for (int64_t requests : {int64_t{0}, int64_t{1}, (tokens + 1) / 2})
+        if (!Cfg::usable_windows(Cfg::windows(tokens, wave, cc_major, requests))) return false;
   return true;
 }
 static_assert(launch_windows_usable<C128>(9) && launch_windows_usable<C128>(8) && launch_windows_usable<W2>(9) &&

@@ -161,15 +161,18 @@ struct CompressConfig {
   /// windows at 1x32768 +4 % (ratio 4: +6 %; bench/NOTES.md 43); the kernel still runs any
   /// window up to kMaxWindow (tests and bench's tune_windows launch them directly). Split
   /// groups: detail::split_group_window with the clusters of `cc_major` (the device's compute
-  /// capability major version; 0, the default, for a launch without clusters): kTokensPerBlock
-  /// tokens except at decode (the kernel runs any power of two up to it); launch them with
-  /// launch_cluster_blocks(cc_major, ...) blocks a cluster. Every other instance:
-  /// kTokensPerBlock / kWindowsPerBlock tokens a window (`cc_major` unused).
+  /// capability major version; 0, the default, for a launch without clusters), up to
+  /// kShortWindow tokens, and up to kTokensPerBlock for a prefill-like call (`num_requests`
+  /// > 0 requests of Ratio tokens or more on average; 0: unknown, decode-like); launch them
+  /// with launch_cluster_blocks(cc_major, ...) blocks a cluster. Every other instance:
+  /// kTokensPerBlock / kWindowsPerBlock tokens a window (`cc_major`, `num_requests` unused).
   KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks,
-                                                               int cc_major = 0) {
+                                                               int cc_major = 0, int64_t num_requests = 0) {
     if (kSplitGroup)
       return detail::WindowSizes{
-          detail::split_group_window(num_tokens, kShortWindow, launch_cluster_cap(cc_major), wave_blocks), 0};
+          detail::split_group_window(num_tokens, kShortWindow, kTokensPerBlock, launch_cluster_cap(cc_major),
+                                     wave_blocks, num_requests > 0 && num_tokens >= Ratio * num_requests),
+          0};
     if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
     const detail::WindowSizes w = detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow,
                                                          kWindowsPerBlock, wave_blocks);
