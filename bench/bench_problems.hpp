@@ -136,8 +136,6 @@ struct Problem {
   double latent_bytes = 0;      // Op A's latent rows (written)
   double ring_write_bytes = 0;  // Op A's ring stores
 
-  int64_t requests() const { return static_cast<int64_t>(qsl.size()) - 1; }
-
   void build(const Shape& s, int r, std::mt19937_64& rng) {
     ratio = r;
     capacity = kvc::ring_capacity(r, kSpecTokens);

@@ -68,7 +68,7 @@ void tune_clusters(nvbench::state& state) {
   const kvc::detail::WindowSizes windows{window, 0};
   const int64_t blocks = Cfg::blocks(pr.T, windows);
   const int wave = kvc::detail::wave_blocks<kernel>(Cfg::kThreads);
-  const kvc::detail::WindowSizes chosen = Cfg::windows(pr.T, wave, major, pr.requests());
+  const kvc::detail::WindowSizes chosen = Cfg::windows(pr.T, wave, major);
   add_count_summary(state, "kvc/windows", "Windows", "windows (clusters) of the launch", blocks);
   add_count_summary(state, "kvc/wave", "Wave", "blocks the GPU runs at once (wave_blocks)", wave);
   add_count_summary(state, "kvc/auto_window", "Auto window",
@@ -121,8 +121,8 @@ void tune_windows(nvbench::state& state, nvbench::type_list<nvbench::enum_type<R
     windows.wide = static_cast<int>(n - wave_windows);
   }
   const kvc::detail::WindowSizes chosen =
-      fused ? kvc::detail::compress_windows<R, kHeadDim, float, 32, Record>(pr.T, pr.requests())
-            : kvc::detail::compress_windows<R, kHeadDim, float, 32, kvc::LatentEpilogue>(pr.T, pr.requests());
+      fused ? kvc::detail::compress_windows<R, kHeadDim, float, 32, Record>(pr.T)
+            : kvc::detail::compress_windows<R, kHeadDim, float, 32, kvc::LatentEpilogue>(pr.T);
   add_count_summary(state, "kvc/wave", "Wave", "blocks the GPU runs at once (wave_blocks)", any ? wave : wave_ratio);
   add_count_summary(state, "kvc/blocks", "Blocks", "blocks of the launch", Cfg::blocks(pr.T, windows));
   auto& pick = state.add_summary("kvc/auto_window");

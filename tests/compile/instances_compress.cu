@@ -54,16 +54,12 @@ static_assert(!kvc::CompressConfig<1, 512, float, 32>::kWideWindows && !kvc::Com
                   kvc::CompressConfig<128, 512, float>::windows(1 << 20, 528).window ==
                       kvc::CompressConfig<128, 512, float>::kShortWindow,
               "ratio 1, block rows and split groups keep their window");
-// Split groups, prefill-like calls (a group's tokens or more a request): windows of up to
-// Ratio tokens, so most blocks close a group (bench/NOTES.md 49); an H100's wave of 132.
+// Split groups: windows of up to Ratio tokens run (tune_clusters' sweeps), but the launch
+// picks at most kShortWindow: 128-token windows measured slower at prefill (bench/NOTES.md 49).
 using S128 = kvc::CompressConfig<128, 512, float>;
-static_assert(S128::kTokensPerBlock == 128 && S128::kShortWindow == 16 &&
-                  S128::windows(32768, 132, 9, 1).window == 128 && S128::windows(65536, 132, 9, 4).window == 128 &&
-                  S128::windows(8192, 132, 9, 1).window == 128 &&
-                  S128::launch_cluster_blocks(9, S128::blocks(8192, S128::windows(8192, 132, 9, 1)), 132) == 2 &&
-                  S128::windows(32768, 132, 9, 0).window == 16 && S128::windows(4480, 132, 9, 194).window == 16 &&
-                  S128::windows(128, 132, 9, 64).window == 4 && S128::usable_windows(S128::windows(32768, 132, 9, 1)),
-              "ratio 128: prefill-like calls in 128-token windows, decode-like ones as before");
+static_assert(S128::kTokensPerBlock == 128 && S128::kShortWindow == 16 && S128::windows(32768, 132, 9).window == 16 &&
+                  S128::windows(8192, 132, 9).window == 16 && S128::windows(128, 132, 9).window == 4,
+              "ratio 128: the launch's windows");
 constexpr bool same(kvc::detail::WindowSizes a, int window, int wide) { return a.window == window && a.wide == wide; }
 // Op A's warp rows keep Ratio-token windows where a second wave would be more than 1/8
 // full or there is none (prefill 1x8192 and 1x32768 on an H100's 528-block wave: 1.94 and
@@ -148,8 +144,7 @@ template <class Cfg>
 constexpr bool launch_windows_usable(int cc_major) {
   for (int64_t wave : {0, 132, 528})
     for (int64_t tokens = 1; tokens <= 6000; tokens += tokens < 600 ? 1 : 53)
-      for (int64_t requests : {int64_t{0}, int64_t{1}, (tokens + 1) / 2})
-        if (!Cfg::usable_windows(Cfg::windows(tokens, wave, cc_major, requests))) return false;
+      if (!Cfg::usable_windows(Cfg::windows(tokens, wave, cc_major))) return false;
   return true;
 }
 static_assert(launch_windows_usable<C128>(9) && launch_windows_usable<C128>(8) && launch_windows_usable<W2>(9) &&

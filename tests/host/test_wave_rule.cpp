@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <random>
-#include <utility>
 
 namespace {
 
@@ -131,66 +130,43 @@ TEST_CASE("launch windows: the one-wave split of fixed windows (Op A's warp rows
 
 TEST_CASE("split-group windows: the largest cluster that fits one wave, then the shortest window") {
   // detail::split_group_window against a direct reading of its rule, on every call size up
-  // to a few waves, every window range of the compiled split-group instances (kShortWindow,
-  // kTokensPerBlock), every cluster cap (CompressConfig::launch_cluster_cap), decode-like
-  // and prefill-like calls.
-  const std::pair<int, int> ranges[] = {{1, 1}, {2, 2}, {4, 4}, {8, 8}, {16, 16}, {2, 32}, {16, 32}, {16, 64}, {16, 128}};
-  for (auto [short_window, longest] : ranges)
+  // to a few waves, every largest window of the compiled split-group instances and every
+  // cluster cap (CompressConfig::launch_cluster_cap).
+  for (int largest : {1, 2, 4, 8, 16, 32})
     for (int cap : {1, 2, 4, 8})
       for (int64_t wave : {0, 1, 2, 66, 132, 264, 1056})
-        for (bool prefill : {false, true})
-          for (int64_t tokens = 1; tokens <= 40000; tokens += tokens < 300 ? 1 : tokens < 5000 ? 37 : 1013) {
-            INFO("T=", tokens, " windows ", short_window, " / ", longest, " cap ", cap, " wave ", wave, " prefill ",
-                 prefill);
-            const int w = kvc::detail::split_group_window(tokens, short_window, longest, cap, wave, prefill);
-            const int last = prefill ? longest : short_window;  // the longest window the rule may pick
-            REQUIRE(w >= 1);
-            REQUIRE(w <= last);
-            REQUIRE((w & (w - 1)) == 0);
-            const auto fits = [&](int64_t window, int64_t cluster) {
-              return cluster * ((tokens + window - 1) / window) <= wave;
-            };
-            if (wave <= 0) {
-              REQUIRE(w == short_window);
-              continue;
-            }
-            // Decode windows first: where some cluster fits one wave with a window of at most
-            // short_window, w is the shortest window that fits with the largest such cluster.
-            const int top = fits(short_window, 1) ? short_window : last;
-            if (!fits(top, 1)) {
-              REQUIRE(w == last);  // nothing fits one wave: the longest window, no cluster
-              continue;
-            }
-            int c = cap;
-            while (!fits(top, c)) c /= 2;
-            REQUIRE(fits(w, c));
-            // The shortest of its range: short windows below short_window, long ones from it.
-            const int bottom = top == short_window ? 1 : 2 * short_window;
-            REQUIRE(w >= bottom);
-            if (w > bottom) REQUIRE_FALSE(fits(w / 2, c));
-            // The launch's cluster for these windows (launch_cluster_blocks' rule) is c again.
-            int launch = cap;
-            while (launch > 1 && !fits(w, launch)) launch /= 2;
-            REQUIRE(launch == c);
+        for (int64_t tokens = 1; tokens <= 4096; tokens += tokens < 300 ? 1 : 37) {
+          INFO("T=", tokens, " largest ", largest, " cap ", cap, " wave ", wave);
+          const int w = kvc::detail::split_group_window(tokens, largest, cap, wave);
+          REQUIRE(w >= 1);
+          REQUIRE(w <= largest);
+          REQUIRE((w & (w - 1)) == 0);
+          const auto fits = [&](int64_t window, int64_t cluster) {
+            return cluster * ((tokens + window - 1) / window) <= wave;
+          };
+          if (wave <= 0 || !fits(largest, 1)) {
+            REQUIRE(w == largest);  // nothing fits one wave: the longest window, no cluster
+            continue;
           }
-  // H100 (132 one-block-an-SM split-group blocks a wave), ratio 128 (short windows of 16
-  // tokens, long ones of 128, clusters of at most 4): the fastest (window, cluster) measured
-  // of 20 on each decode shape (bench/NOTES.md 46): 64x2 (4, 4), 256x2 (16, 4), 128x6
-  // (16, 2), 1024x4 (16, 1); mixed 2x2048+192x2 (decode-like: 23 tokens a request) 16.
-  CHECK(kvc::detail::split_group_window(128, 16, 128, 4, 132, false) == 4);
-  CHECK(kvc::detail::split_group_window(512, 16, 128, 4, 132, false) == 16);
-  CHECK(kvc::detail::split_group_window(768, 16, 128, 4, 132, false) == 16);
-  CHECK(kvc::detail::split_group_window(4096, 16, 128, 4, 132, false) == 16);
-  CHECK(kvc::detail::split_group_window(4480, 16, 128, 4, 132, false) == 16);
-  // Prefill (bench/NOTES.md 49): 1x8192 in 128-token windows, clusters of 2 (64 x 2 blocks:
-  // one wave); 1x32768 and 4x16384 in 128-token windows without a cluster.
-  CHECK(kvc::detail::split_group_window(8192, 16, 128, 4, 132, true) == 128);
-  CHECK(kvc::detail::split_group_window(32768, 16, 128, 4, 132, true) == 128);
-  CHECK(kvc::detail::split_group_window(65536, 16, 128, 4, 132, true) == 128);
-  // A short prefill still takes the decode windows where they fit one wave.
-  CHECK(kvc::detail::split_group_window(512, 16, 128, 4, 132, true) == 16);
+          // The cluster the rule assumed: the largest power of two up to the cap that fits
+          // with some window; w is the shortest window that fits with it.
+          int c = cap;
+          while (!fits(largest, c)) c /= 2;
+          REQUIRE(fits(w, c));
+          if (w > 1) REQUIRE_FALSE(fits(w / 2, c));
+          // The launch's cluster for these windows (launch_cluster_blocks' rule) is c again.
+          int launch = cap;
+          while (launch > 1 && !fits(w, launch)) launch /= 2;
+          REQUIRE(launch == c);
+        }
+  // H100 (132 one-block-an-SM split-group blocks a wave), ratio 128 (16-token windows,
+  // clusters of at most 4): the fastest (window, cluster) measured of 20 on each shape
+  // (bench/NOTES.md 46): decode 64x2 (4, 4), 256x2 (16, 4), 128x6 (16, 2), 1024x4 (16, 1).
+  CHECK(kvc::detail::split_group_window(128, 16, 4, 132) == 4);
+  CHECK(kvc::detail::split_group_window(512, 16, 4, 132) == 16);
+  CHECK(kvc::detail::split_group_window(768, 16, 4, 132) == 16);
+  CHECK(kvc::detail::split_group_window(4096, 16, 4, 132) == 16);
   // Without clusters (before sm_90): the shortest window within one wave of blocks.
-  CHECK(kvc::detail::split_group_window(128, 16, 128, 1, 132, false) == 1);
-  CHECK(kvc::detail::split_group_window(512, 16, 128, 1, 132, false) == 4);
-  CHECK(kvc::detail::split_group_window(8192, 16, 128, 1, 132, true) == 64);
+  CHECK(kvc::detail::split_group_window(128, 16, 1, 132) == 1);
+  CHECK(kvc::detail::split_group_window(512, 16, 1, 132) == 4);
 }

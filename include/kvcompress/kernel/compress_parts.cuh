@@ -97,14 +97,14 @@ struct CompressConfig {
       kSplitGroup ? largest_divisor(kMembersPerWarp, 2 * kBatchWanted) : kBatch;
   /// Tokens of a block: at small ratios each row group of threads owns a window of Ratio
   /// consecutive tokens. Split groups: the longest window the kernel runs, Ratio tokens (at
-  /// most a token a thread of the block's planning warps), so that a prefill's blocks each
-  /// close about one group instead of 7 in 8 only planning tokens (bench/NOTES.md 49); the
-  /// launch picks the window (windows), down to 1 token at decode, where short windows
-  /// spread the ring copies and the rare closings over many blocks.
+  /// most a token a thread of the block's planning warps; bench's tune_clusters sweeps them).
   static constexpr int kTokensPerBlock =
       kSplitGroup ? (Ratio < 32 * kWarps ? Ratio : 32 * kWarps) : Ratio * kWindowsPerBlock;
-  /// Split groups: the longest window that detail::split_group_window tries for a launch of
-  /// clusters in one wave (2 tokens a warp; the decode shapes of bench/NOTES.md 46).
+  /// Split groups: the longest window a launch picks (windows), 2 tokens a warp, down to 1
+  /// at decode, where short windows spread the ring copies and the rare closings over many
+  /// blocks (bench/NOTES.md 46). Longer windows measured slower: a prefill at ratio 128 in
+  /// 128-token windows (each block one group) took 92 µs against 62 in 16-token ones on an
+  /// H100 (bench/NOTES.md 49).
   static constexpr int kShortWindow = kSplitGroup ? 2 * kWarps : kTokensPerBlock;
   /// Split groups on sm_90 and newer: the blocks of a thread-block cluster that share a
   /// window and pool each closing group together (kernel/compress_split_group.cuh), so its
@@ -161,18 +161,15 @@ struct CompressConfig {
   /// windows at 1x32768 +4 % (ratio 4: +6 %; bench/NOTES.md 43); the kernel still runs any
   /// window up to kMaxWindow (tests and bench's tune_windows launch them directly). Split
   /// groups: detail::split_group_window with the clusters of `cc_major` (the device's compute
-  /// capability major version; 0, the default, for a launch without clusters), up to
-  /// kShortWindow tokens, and up to kTokensPerBlock for a prefill-like call (`num_requests`
-  /// > 0 requests of Ratio tokens or more on average; 0: unknown, decode-like); launch them
-  /// with launch_cluster_blocks(cc_major, ...) blocks a cluster. Every other instance:
-  /// kTokensPerBlock / kWindowsPerBlock tokens a window (`cc_major`, `num_requests` unused).
+  /// capability major version; 0, the default, for a launch without clusters): kShortWindow
+  /// tokens except at decode (the kernel runs any window up to kTokensPerBlock); launch them with
+  /// launch_cluster_blocks(cc_major, ...) blocks a cluster. Every other instance:
+  /// kTokensPerBlock / kWindowsPerBlock tokens a window (`cc_major` unused).
   KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks,
-                                                               int cc_major = 0, int64_t num_requests = 0) {
+                                                               int cc_major = 0) {
     if (kSplitGroup)
       return detail::WindowSizes{
-          detail::split_group_window(num_tokens, kShortWindow, kTokensPerBlock, launch_cluster_cap(cc_major),
-                                     wave_blocks, num_requests > 0 && num_tokens >= Ratio * num_requests),
-          0};
+          detail::split_group_window(num_tokens, kShortWindow, launch_cluster_cap(cc_major), wave_blocks), 0};
     if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
     const detail::WindowSizes w = detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow,
                                                          kWindowsPerBlock, wave_blocks);

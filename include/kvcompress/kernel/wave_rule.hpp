@@ -84,36 +84,23 @@ KVC_HOST_DEVICE constexpr WindowSizes window_sizes(int64_t num_tokens, int small
 
 /// Tokens of a split-group window (Op A at ratios >= 16, a block or a cluster of blocks per
 /// window), chosen with the cluster: the largest cluster, `largest_cluster` blocks halved
-/// until some window of at most `short_window` tokens (a power of two) lets the whole launch
+/// until some window of at most `largest` tokens (a power of two) lets the whole launch
 /// (clusters x windows) run in one wave of `wave_blocks` blocks, and the shortest such
-/// window. A window pools the groups closing in it one after the other and a cluster splits
-/// each group's members over its blocks, so at decode, where several requests of a window
-/// may close a group, shorter windows put the groups side by side and larger clusters
-/// shorten each one. On an H100 at ratio 128 (bench/NOTES.md 46) this picks the fastest
-/// measured (window, cluster) of 20 on each of decode 64x2 (4, 4), 256x2 (16, 4), 128x6
-/// (16, 2) and 1024x4 (16, 1). Where none fits: `short_window` for decode-like calls, and for
-/// prefill-like ones (`prefill`: requests of a group's tokens or more on average, so most
-/// windows close a group and few copy ring rows) the same search over the longer windows
-/// up to `longest` (a power of two times short_window), else `longest`: a block of a
-/// 16-token window in a prefill closes a group 1 time in 8 and only plans tokens the other
-/// 7, an SM's time that pulls no group's rows (bench/NOTES.md 49). `short_window` when the
-/// wave is not known (wave_blocks <= 0). The cluster the launch then gets for these windows
+/// window; `largest` when none does or the wave is not known (wave_blocks <= 0). A window
+/// pools the groups closing in it one after the other and a cluster splits each group's
+/// members over its blocks, so at decode, where several requests of a window may close a
+/// group, shorter windows put the groups side by side and larger clusters shorten each
+/// one. On an H100 at ratio 128 (bench/NOTES.md 46) this picks the fastest measured
+/// (window, cluster) of 20 on each of decode 64x2 (4, 4), 256x2 (16, 4), 128x6 (16, 2) and
+/// 1024x4 (16, 1). The cluster the launch then gets for these windows
 /// (CompressConfig::launch_cluster_blocks) is the one this rule assumed.
-KVC_HOST_DEVICE constexpr int split_group_window(int64_t num_tokens, int short_window, int longest,
-                                                 int largest_cluster, int64_t wave_blocks, bool prefill) {
-  // The shortest window of [from, to] (powers of two from `from`) with which the largest
-  // cluster that can run one wave does; 0: none.
-  const auto one_wave = [&](int from, int to) {
-    for (int c = largest_cluster; c >= 1; c /= 2)
-      for (int w = from; w <= to; w *= 2)
-        if (c * ((num_tokens + w - 1) / w) <= wave_blocks) return w;
-    return 0;
-  };
-  if (wave_blocks <= 0) return short_window;
-  if (const int w = one_wave(1, short_window)) return w;
-  if (!prefill) return short_window;
-  if (const int w = one_wave(2 * short_window, longest)) return w;
-  return longest;
+KVC_HOST_DEVICE constexpr int split_group_window(int64_t num_tokens, int largest, int largest_cluster,
+                                                 int64_t wave_blocks) {
+  if (wave_blocks <= 0) return largest;
+  for (int c = largest_cluster; c >= 1; c /= 2)
+    for (int w = 1; w <= largest; w *= 2)
+      if (c * ((num_tokens + w - 1) / w) <= wave_blocks) return w;
+  return largest;
 }
 
 }  // namespace detail

@@ -33,18 +33,18 @@ Status check_instance(const CompressParams& p) {
   return Status::success();
 }
 
-/// The windows a launch of `num_tokens` tokens of `num_requests` requests of
-/// compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads> uses on the current device. Wide windows (warp rows, ratios
+/// The windows a launch of `num_tokens` tokens of compress_kernel<Ratio, HeadDim, In,
+/// Epilogue, RowThreads> uses on the current device. Wide windows (warp rows, ratios
 /// 2 .. 15) are sized to the GPU's waves (CompressConfig::windows); every other instance has
 /// kTokensPerBlock tokens a block. Windows other than Ratio tokens run the instance that reads
 /// them (CompressConfig::reads_windows), which holds more registers; where it holds fewer
 /// blocks an SM, a one-wave split would not be one wave, so the launch keeps Ratio tokens.
 template <int Ratio, int HeadDim, typename In, int RowThreads, class Epilogue>
-detail::WindowSizes compress_windows(int64_t num_tokens, int64_t num_requests) {
+detail::WindowSizes compress_windows(int64_t num_tokens) {
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
   if constexpr (Cfg::kSplitGroup) {
     return Cfg::windows(num_tokens, wave_blocks<compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>>(Cfg::kThreads),
-                        device_cc_major(), num_requests);
+                        device_cc_major());
   } else if constexpr (!Cfg::kWideWindows) {
     return Cfg::windows(num_tokens, 0);
   } else {
@@ -70,8 +70,7 @@ Status launch_compress_rows(const char* name, const CompressParams& p, cudaStrea
   // instance has no wide windows).
   constexpr auto kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads, Cfg::kWideWindows>;
   constexpr auto any_window_kernel = compress_kernel<Ratio, HeadDim, In, Epilogue, RowThreads>;
-  const detail::WindowSizes windows = compress_windows<Ratio, HeadDim, In, RowThreads, Epilogue>(
-      p.num_tokens, Ratio > 1 ? p.qsl_size - 1 : 0);
+  const detail::WindowSizes windows = compress_windows<Ratio, HeadDim, In, RowThreads, Epilogue>(p.num_tokens);
   // Split groups (R >= 16) on sm_90: a cluster of blocks per window where the clusters fit
   // one wave (CompressConfig::launch_cluster_blocks, kernel/compress_split_group.cuh).
   const int64_t blocks = Cfg::blocks(p.num_tokens, windows);
