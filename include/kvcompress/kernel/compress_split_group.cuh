@@ -267,6 +267,11 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
       __syncthreads();
     }
   }
+  // The listed rows are no member of a group read here (a head group's reads collide with
+  // no listed store; every other group reads input rows only), so they may go at any time:
+  // right away in a window that closes no group; after the groups in one that does, by
+  // every thread but rank 0's warp 0, while that warp runs the merge and the epilogue, so
+  // the copy's round trip is off the group's critical path (bench/NOTES.md 47).
   const bool copy_after = close_count > 0;
   if constexpr (Ratio > 1)
     if (!copy_after)
@@ -284,47 +289,47 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
     constexpr int kSlots = Cfg::kWarps > 1 ? Cfg::kWarps / 2 : 1;
     __shared__ ClusterState<N> merge_buf[kSlots];
     __shared__ ClusterState<N> cluster_state;
+    // The window's closing tokens, in token order (a block whose window closes none walks
+    // nothing: bench/NOTES.md 49).
     for (int c = 0; c < close_count; ++c) {
       const int k = close_token[c];
       const TokenPlan tp = plans[k];
       const int64_t t = window + k;
-      {
-        const bool store_own = (tp.flags & kStoresOwnRow) != 0 && cluster_warp == warps - 1;
-        // A warp's members in the widest batches they split into (one round trip at ratio 128
-        // in clusters of up to 4 blocks), else in kBatch (clusters of 8).
-        PoolState<N> state;
-        if (Cfg::kWideBatch != Cfg::kBatch && M % Cfg::kWideBatch == 0)
-          state = Warp::template pool_members<Cfg::kWideBatch>(p, t, tp, cluster_warp * M, M, store_own, lane);
-        else
-          state = Warp::template pool_members<Cfg::kBatch>(p, t, tp, cluster_warp * M, M, store_own, lane);
-        // Fixed merge tree: warp w absorbs warp w + half, halving until warp 0 holds all.
-        for (int active = Cfg::kWarps; active > 1; active /= 2) {
-          const int half = active / 2;
-          if (warp >= half && warp < active) merge_buf[warp - half].put(state, lane);
-          __syncthreads();
-          if (warp < half) GatedPool<Ratio>::merge(state, merge_buf[warp].get(lane));
-          __syncthreads();
-        }
-        if (cluster > 1) {
-          // Every block's state in its own shared memory; after the barrier every block's
-          // ring reads of the group are done too (the deferred stores may go), and rank 0
-          // reads its peers' states. The second barrier keeps a peer's state (and the
-          // block) alive until rank 0 has read it.
-          if (rank > 0 && warp == 0) cluster_state.put(state, lane);
-          arch::cluster_arrive();
-          arch::cluster_wait();
-          if (rank == 0) merge_cluster_states<Ratio, kSlots>(state, cluster_state, merge_buf, cluster, warp, lane);
-          arch::cluster_arrive();
-        }
-        if (rank == 0 && warp == 0) {
-          const auto pending = epilogue.template begin<Ratio, typename Warp::Row>(p, t, tp.pos, lane);
-          const Array<uint16_t, N> weight = Warp::template load_weight<false>(weight_smem, lane);
-          epilogue.template operator()<Ratio, typename Warp::Row>(
-              p, t, tp.pos, pending, Warp::normalize(p, weight, GatedPool<Ratio>::finish(state), lane));
-        }
-        if (tp.flags & kIsHead) Warp::deferred_stores(p, tp, lane, lane, cluster_warp, warps);
-        if (cluster > 1) arch::cluster_wait();
+      const bool store_own = (tp.flags & kStoresOwnRow) != 0 && cluster_warp == warps - 1;
+      // A warp's members in the widest batches they split into (one round trip at ratio 128
+      // in clusters of up to 4 blocks), else in kBatch (clusters of 8).
+      PoolState<N> state;
+      if (Cfg::kWideBatch != Cfg::kBatch && M % Cfg::kWideBatch == 0)
+        state = Warp::template pool_members<Cfg::kWideBatch>(p, t, tp, cluster_warp * M, M, store_own, lane);
+      else
+        state = Warp::template pool_members<Cfg::kBatch>(p, t, tp, cluster_warp * M, M, store_own, lane);
+      // Fixed merge tree: warp w absorbs warp w + half, halving until warp 0 holds all.
+      for (int active = Cfg::kWarps; active > 1; active /= 2) {
+        const int half = active / 2;
+        if (warp >= half && warp < active) merge_buf[warp - half].put(state, lane);
+        __syncthreads();
+        if (warp < half) GatedPool<Ratio>::merge(state, merge_buf[warp].get(lane));
+        __syncthreads();
       }
+      if (cluster > 1) {
+        // Every block's state in its own shared memory; after the barrier every block's
+        // ring reads of the group are done too (the deferred stores may go), and rank 0
+        // reads its peers' states. The second barrier keeps a peer's state (and the
+        // block) alive until rank 0 has read it.
+        if (rank > 0 && warp == 0) cluster_state.put(state, lane);
+        arch::cluster_arrive();
+        arch::cluster_wait();
+        if (rank == 0) merge_cluster_states<Ratio, kSlots>(state, cluster_state, merge_buf, cluster, warp, lane);
+        arch::cluster_arrive();
+      }
+      if (rank == 0 && warp == 0) {
+        const auto pending = epilogue.template begin<Ratio, typename Warp::Row>(p, t, tp.pos, lane);
+        const Array<uint16_t, N> weight = Warp::template load_weight<false>(weight_smem, lane);
+        epilogue.template operator()<Ratio, typename Warp::Row>(
+            p, t, tp.pos, pending, Warp::normalize(p, weight, GatedPool<Ratio>::finish(state), lane));
+      }
+      if (tp.flags & kIsHead) Warp::deferred_stores(p, tp, lane, lane, cluster_warp, warps);
+      if (cluster > 1) arch::cluster_wait();
     }
   }
   if constexpr (Ratio > 1)
