@@ -8,16 +8,13 @@ kvc::Status kvc_compile_tier_compress(const kvc::CompressParams& p, cudaStream_t
 }
 
 // The block's tokens (CompressConfig::kTokensPerBlock): small ratios: one R-token window per
-// row group (the block's threads, or each of 4 warps with RowThreads = 32); split groups:
-// Ratio tokens at most (a token a thread of the planning warps), 2 a warp in the launch
-// rule's one-wave search (kShortWindow).
+// row group (the block's threads, or each of 4 warps with RowThreads = 32); split groups: 2
+// tokens per warp (the longest window the kernel runs and the launch picks).
 namespace {
 template <int R, int D = 512, int RowThreads = 0>
 constexpr bool window_ok() {
   using Cfg = kvc::CompressConfig<R, D, float, RowThreads>;
-  return Cfg::kTokensPerBlock == (Cfg::kSplitGroup ? (R < 32 * Cfg::kWarps ? R : 32 * Cfg::kWarps)
-                                                   : R * Cfg::kWindowsPerBlock) &&
-         Cfg::kShortWindow == (Cfg::kSplitGroup ? 2 * Cfg::kWarps : Cfg::kTokensPerBlock) &&
+  return Cfg::kTokensPerBlock == (Cfg::kSplitGroup ? 2 * Cfg::kWarps : R * Cfg::kWindowsPerBlock) &&
          (Cfg::kSplitGroup ? Cfg::kRowThreads == 32
                            : Cfg::kThreads == Cfg::kRowThreads || (Cfg::kRowThreads == 32 && Cfg::kWarps == 4)) &&
          Cfg::kVecs * Cfg::kVecElems * Cfg::kRowThreads == D;
@@ -52,12 +49,12 @@ static_assert(!kvc::CompressConfig<1, 512, float, 32>::kWideWindows && !kvc::Com
                   kvc::CompressConfig<2, 512, float>::windows(8192, 528).window == 2 &&
                   kvc::CompressConfig<2, 512, float>::windows(8192, 528).wide == 0 &&
                   kvc::CompressConfig<128, 512, float>::windows(1 << 20, 528).window ==
-                      kvc::CompressConfig<128, 512, float>::kShortWindow,
+                      kvc::CompressConfig<128, 512, float>::kTokensPerBlock,
               "ratio 1, block rows and split groups keep their window");
-// Split groups: windows of up to Ratio tokens run (tune_clusters' sweeps), but the launch
-// picks at most kShortWindow: 128-token windows measured slower at prefill (bench/NOTES.md 49).
+// Split groups: windows of up to 16 tokens at ratio 128 (128-token windows measured slower
+// at prefill, bench/NOTES.md 49).
 using S128 = kvc::CompressConfig<128, 512, float>;
-static_assert(S128::kTokensPerBlock == 128 && S128::kShortWindow == 16 && S128::windows(32768, 132, 9).window == 16 &&
+static_assert(S128::kTokensPerBlock == 16 && S128::windows(32768, 132, 9).window == 16 &&
                   S128::windows(8192, 132, 9).window == 16 && S128::windows(128, 132, 9).window == 4,
               "ratio 128: the launch's windows");
 constexpr bool same(kvc::detail::WindowSizes a, int window, int wide) { return a.window == window && a.wide == wide; }
@@ -83,12 +80,12 @@ static_assert(!W2::reads_windows(W2::windows(8192, 528)) && W2::reads_windows(W2
                   !kvc::CompressConfig<2, 512, float>::reads_windows(kvc::CompressConfig<2, 512, float>::windows(64, 528)) &&
                   !kvc::CompressConfig<1, 512, float, 32>::reads_windows(kvc::detail::WindowSizes{1, 0}),
               "which windows need the run-time-window instance");
-// Split groups in clusters (sm_90): as many blocks as leave each warp one batch of members
-// (ratio 128: 8 warps x 2 members x 8 blocks, at head dim 128 8 members a batch, 2 blocks;
-// ratio 64: 4 blocks; ratio 16: none), at most
-// the portable 8; none before sm_90 and for every small ratio.
-static_assert(kvc::CompressConfig<128, 512, float>::cluster_blocks(9) == 8 &&
-                  kvc::CompressConfig<128, 512, kvc::bf16_t>::cluster_blocks(10) == 8 &&
+// Split groups in clusters (sm_90): as many blocks as leave each warp one batch of members,
+// at most 4 (rank 0 holds a slot per peer; ratio 128: 8 warps x 4 members x 4 blocks, at
+// head dim 128 8 members a batch, 2 blocks; ratio 64: 4 blocks; ratio 16: none); none
+// before sm_90 and for every small ratio.
+static_assert(kvc::CompressConfig<128, 512, float>::cluster_blocks(9) == 4 &&
+                  kvc::CompressConfig<128, 512, kvc::bf16_t>::cluster_blocks(10) == 4 &&
                   kvc::CompressConfig<128, 128, float>::cluster_blocks(9) == 2 &&
                   kvc::CompressConfig<64, 512, float>::cluster_blocks(9) == 4 &&
                   kvc::CompressConfig<32, 512, float>::cluster_blocks(9) == 2 &&
@@ -97,7 +94,7 @@ static_assert(kvc::CompressConfig<128, 512, float>::cluster_blocks(9) == 8 &&
                   kvc::CompressConfig<4, 512, float>::cluster_blocks(9) == 1 &&
                   kvc::CompressConfig<2, 512, float, 32>::cluster_blocks(9) == 1,
               "split groups: cluster sizes");
-// ... and at a launch, the largest up to 4 (launch_cluster_cap) that keeps the clusters in
+// ... and at a launch, the largest up to that (launch_cluster_cap) that keeps the clusters in
 // one wave (132 SMs, one block an SM): 8 windows 4, 32 windows 4, 48 windows 2, 256 windows
 // (1024x4 in 16-token windows) and every prefill none; none when the wave is unknown or
 // before sm_90.
@@ -133,8 +130,7 @@ static_assert(C128::kBatch == 2 && C128::kWideBatch == 4 && kvc::CompressConfig<
 // The windows compress_kernel runs (it writes nothing for others): split groups 1 ..
 // kTokensPerBlock tokens, wide windows multiples of Ratio up to kMaxWindow.
 static_assert(C128::usable_windows({1, 0}) && C128::usable_windows({16, 0}) && !C128::usable_windows({0, 0}) &&
-                  C128::usable_windows({17, 0}) && C128::usable_windows({128, 0}) && !C128::usable_windows({129, 0}) &&
-                  !C128::usable_windows({256, 0}) &&
+                  !C128::usable_windows({17, 0}) && !C128::usable_windows({128, 0}) && !C128::usable_windows({32, 0}) &&
                   !C128::usable_windows({8, 1}) && !C128::usable_windows({-4, 0}) &&
                   W2::usable_windows({2, 0}) && W2::usable_windows({16, 0}) && W2::usable_windows({8, 5}) &&
                   W2::usable_windows({6, 0}) && !W2::usable_windows({3, 0}) && !W2::usable_windows({0, 0}) &&

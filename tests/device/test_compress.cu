@@ -148,10 +148,10 @@ void run_cluster_sizes(std::mt19937_64& rng) {
   kvctest::round_batch_to_bf16(b16);
   const auto want = kvcref::compress_reference(kvctest::reference_inputs(b));
   const auto want16 = kvcref::compress_reference(kvctest::reference_inputs(b16));
-  // Every window the kernel runs, by powers of two from kTokensPerBlock (128 at ratio 128:
-  // 4 planning warps, the lists' gaps closed), down to those the launch picks
-  // (detail::split_group_window: up to kShortWindow), which put several requests' groups on
-  // separate clusters.
+  // Every window the kernel runs, by powers of two from kTokensPerBlock (16 at ratio 128)
+  // down to 1 (detail::split_group_window's picks at decode), which put several requests'
+  // groups on separate clusters; every cluster up to kMaxClusterBlocks (4 at ratio 128: each
+  // peer's slices stored into rank 0's slot for it).
   for (int window = Cfg::kTokensPerBlock; window >= 1; window /= 2)
     for (int cluster = 1; cluster <= Cfg::kMaxClusterBlocks; cluster *= 2) {
       if (cluster > 1 && major < 9) break;

@@ -2,8 +2,8 @@
 // kvcompress — thread-block clusters (sm_90): rank, size, barrier, a peer block's shared memory.
 //
 // Op A at large ratios splits a closing group's members over the blocks of a cluster, each
-// block on its own SM, and merges their partial states through distributed shared memory
-// (kernel/compress_split_group.cuh). Below sm_90, or in a launch without a cluster
+// block on its own SM, and merges their partial states through distributed shared memory:
+// the peers store theirs into rank 0's (kernel/compress_split_group.cuh). Below sm_90, or in a launch without a cluster
 // attribute, a block is a cluster of one: size 1, rank 0, the barrier a no-op.
 #pragma once
 
@@ -67,6 +67,13 @@ KVC_DEVICE const T* peer_shared(const T* local, int rank) {
   (void)rank;
   return local;
 #endif
+}
+
+/// The same for a __shared__ object this block may write into a peer's copy of (a
+/// shared::cluster store through the generic pointer).
+template <typename T>
+KVC_DEVICE T* peer_shared(T* local, int rank) {
+  return const_cast<T*>(peer_shared(static_cast<const T*>(local), rank));
 }
 
 }  // namespace arch

@@ -74,14 +74,18 @@ struct GatedPool {
     return s;
   }
 
-  /// Combine the states of two disjoint sets of members into `a`.
+  /// Combine the states of two disjoint sets of members into `a` (not symmetric in its
+  /// bits: merge in a fixed order). One exp per channel: the larger maximum's weight is 1,
+  /// the other's exp(smaller - larger) (1 when they are equal).
   template <int N>
   KVC_HOST_DEVICE static void merge(PoolState<N>& a, const PoolState<N>& b) {
     KVC_PRAGMA_UNROLL
     for (int i = 0; i < N; ++i) {
-      const float m = b.max[i] > a.max[i] ? b.max[i] : a.max[i];
-      const float wa = rescale(a.max[i], m);
-      const float wb = rescale(b.max[i], m);
+      const bool b_larger = b.max[i] > a.max[i];
+      const float m = b_larger ? b.max[i] : a.max[i];
+      const float w = rescale(b_larger ? a.max[i] : b.max[i], m);
+      const float wa = b_larger ? w : 1.f;
+      const float wb = b_larger ? 1.f : w;
       a.sum[i] = a.sum[i] * wa + b.sum[i] * wb;
       a.acc[i] = a.acc[i] * wa + b.acc[i] * wb;
       a.max[i] = m;

@@ -96,35 +96,31 @@ struct CompressConfig {
   static constexpr int kWideBatch =
       kSplitGroup ? largest_divisor(kMembersPerWarp, 2 * kBatchWanted) : kBatch;
   /// Tokens of a block: at small ratios each row group of threads owns a window of Ratio
-  /// consecutive tokens. Split groups: the longest window the kernel runs, Ratio tokens (at
-  /// most a token a thread of the block's planning warps; bench's tune_clusters sweeps them).
-  static constexpr int kTokensPerBlock =
-      kSplitGroup ? (Ratio < 32 * kWarps ? Ratio : 32 * kWarps) : Ratio * kWindowsPerBlock;
-  /// Split groups: the longest window a launch picks (windows), 2 tokens a warp, down to 1
-  /// at decode, where short windows spread the ring copies and the rare closings over many
+  /// consecutive tokens. Split groups: the longest window the kernel runs and a launch
+  /// picks (windows), 2 tokens a warp, planned by warp 0 a token a lane; down to 1 at
+  /// decode, where short windows spread the ring copies and the rare closings over many
   /// blocks (bench/NOTES.md 46). Longer windows measured slower: a prefill at ratio 128 in
   /// 128-token windows (each block one group) took 92 µs against 62 in 16-token ones on an
   /// H100 (bench/NOTES.md 49).
-  static constexpr int kShortWindow = kSplitGroup ? 2 * kWarps : kTokensPerBlock;
+  static constexpr int kTokensPerBlock = kSplitGroup ? 2 * kWarps : Ratio * kWindowsPerBlock;
+  static_assert(kTokensPerBlock <= 32 || !kSplitGroup, "warp 0 plans a split-group window");
   /// Split groups on sm_90 and newer: the blocks of a thread-block cluster that share a
   /// window and pool each closing group together (kernel/compress_split_group.cuh), so its
   /// Ratio rows are read by that many SMs at once: as many as leave each warp one batch of
-  /// members, at most 8 (the portable cluster size; a divisor of the batches a warp has
-  /// without a cluster). 1 for every other instance and before
-  /// sm_90 (`cc_major`: the device's compute capability major version).
-  static constexpr int kMaxClusterBlocks = kSplitGroup ? largest_divisor(kMembersPerWarp / kBatch, 8) : 1;
+  /// members, at most 4 (a divisor of the batches a warp has without a cluster; rank 0
+  /// holds a slot per peer for their states, bench/NOTES.md 50). Clusters of 8 measured
+  /// 3-5 % slower than 4 on an H100 where both fit one wave (decode 64x2 at ratio 128,
+  /// bench/NOTES.md 44, 46). 1 for every other instance and before sm_90 (`cc_major`: the
+  /// device's compute capability major version).
+  static constexpr int kMaxClusterBlocks = kSplitGroup ? largest_divisor(kMembersPerWarp / kBatch, 4) : 1;
   static_assert(kMembersPerWarp % (kMaxClusterBlocks * kBatch) == 0,
                 "a cluster splits a group's members into whole batches per warp");
   KVC_HOST_DEVICE static constexpr int cluster_blocks(int cc_major) {
     return cc_major >= 9 ? kMaxClusterBlocks : 1;
   }
-  /// The largest cluster a launch uses: cluster_blocks(cc_major), at most 4. Where clusters
-  /// of 8 and of 4 both fit one wave, 8 measured 3-5 % slower on an H100 (decode 64x2 at
-  /// ratio 128, 16- and 8-token windows; bench/NOTES.md 44, 46), and a 4-block cluster leaves
-  /// room for twice the windows (detail::split_group_window).
-  KVC_HOST_DEVICE static constexpr int launch_cluster_cap(int cc_major) {
-    return cluster_blocks(cc_major) < 4 ? cluster_blocks(cc_major) : 4;
-  }
+  /// The largest cluster a launch uses: cluster_blocks(cc_major) (a 4-block cluster leaves
+  /// room for twice the windows of an 8-block one, detail::split_group_window).
+  KVC_HOST_DEVICE static constexpr int launch_cluster_cap(int cc_major) { return cluster_blocks(cc_major); }
   /// The cluster of a launch of `windows` windows (Cfg::blocks): the largest power of two up
   /// to launch_cluster_cap(cc_major) whose clusters all run in one wave of `wave_blocks` blocks
   /// (SMs x resident blocks per SM; 0 when unknown: no cluster). Every block of a cluster
@@ -161,15 +157,15 @@ struct CompressConfig {
   /// windows at 1x32768 +4 % (ratio 4: +6 %; bench/NOTES.md 43); the kernel still runs any
   /// window up to kMaxWindow (tests and bench's tune_windows launch them directly). Split
   /// groups: detail::split_group_window with the clusters of `cc_major` (the device's compute
-  /// capability major version; 0, the default, for a launch without clusters): kShortWindow
-  /// tokens except at decode (the kernel runs any window up to kTokensPerBlock); launch them with
+  /// capability major version; 0, the default, for a launch without clusters): kTokensPerBlock
+  /// tokens except at decode (the kernel runs any shorter window too); launch them with
   /// launch_cluster_blocks(cc_major, ...) blocks a cluster. Every other instance:
   /// kTokensPerBlock / kWindowsPerBlock tokens a window (`cc_major` unused).
   KVC_HOST_DEVICE static constexpr detail::WindowSizes windows(int64_t num_tokens, int64_t wave_blocks,
                                                                int cc_major = 0) {
     if (kSplitGroup)
       return detail::WindowSizes{
-          detail::split_group_window(num_tokens, kShortWindow, launch_cluster_cap(cc_major), wave_blocks), 0};
+          detail::split_group_window(num_tokens, kTokensPerBlock, launch_cluster_cap(cc_major), wave_blocks), 0};
     if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
     const detail::WindowSizes w = detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow,
                                                          kWindowsPerBlock, wave_blocks);

@@ -4,22 +4,24 @@
 // Work mapping. A block owns a window of consecutive tokens (up to 2 per warp, so a decode
 // batch spreads its ring copies over many blocks; fewer where the launch has few tokens,
 // detail::split_group_window, since a window pools its closing groups one after the
-// other); on sm_90 kvc::compress launches a cluster of blocks per window instead (the
-// kernel runs up to CompressConfig::cluster_blocks, 8 at ratio 128; the launch uses up to 4
-// where the clusters fit one wave, CompressConfig::launch_cluster_blocks), one block an
-// SM. Phase 1:
-// one thread per token of the window reads the token's indices and plans its work (does it
-// close a group, does it store its row into the ring, is it the group that reads the ring)
-// into shared memory, with the RMSNorm weight; each block of a cluster plans the same window.
-// Phase 2: each group closing in the window is pooled by every warp, each a slice of the
-// members (loaded in one batch where the slice allows: CompressConfig::kWideBatch), merged
-// through shared memory in a fixed tree and, in a cluster, the blocks' states by rank 0
-// (gathered through distributed shared memory by its warps at once, merged in rank order);
-// so a group of 128 rows is neither serialized on one warp nor on one SM. The pooled row
-// stays in registers through RMSNorm to the epilogue. The rows of non-closing tokens that
-// go to the ring are copied by all the threads (independent rows, several 16-byte moves in
-// flight per thread): before the groups in a window that closes none, after them (by every
-// warp but the one running the epilogue) in one that does, off the group's critical path.
+// other); on sm_90 kvc::compress launches a cluster of blocks per window instead (up to
+// CompressConfig::cluster_blocks, 4 at ratio 128, where the clusters fit one wave,
+// CompressConfig::launch_cluster_blocks), one block an SM. Phase 1: one thread per token of
+// the window reads the token's indices and plans its work (does it close a group, does it
+// store its row into the ring, is it the group that reads the ring) into shared memory,
+// with the RMSNorm weight; each block of a cluster plans the same window. Phase 2: each
+// group closing in the window is pooled by every warp, each a slice of the members (loaded
+// in one batch where the slice allows: CompressConfig::kWideBatch). The warps' states merge
+// through shared memory in a fixed order, each warp ending with a slice of the channels; in
+// a cluster, each peer stores its slices into rank 0's shared memory and rank 0's warps
+// merge them in rank order after the cluster barrier (one barrier's round trip, no remote
+// loads). So a group of 128 rows is neither serialized on one warp nor on one SM, and the
+// merges' exps spread over the warps. Rank 0's warps finish their slices into shared memory
+// and warp 0 runs RMSNorm and the epilogue on the whole row. The rows of non-closing tokens
+// that go to the ring are copied by all the threads (independent rows, several 16-byte
+// moves in flight per thread): before the groups in a window that closes none, after them
+// (by every warp but the one running the epilogue) in one that does, off the group's
+// critical path.
 #pragma once
 
 #include "../config.hpp"
@@ -128,12 +130,15 @@ KVC_DEVICE void copy_rows_to_ring(const CompressParams& p, const int32_t* tokens
   }
 }
 
-/// One block's partial pooling state in its shared memory, for its cluster's rank 0: lane
-/// l's fragment elements [v*W, (v+1)*W) of a field at [field][v][l] (W floats, a 16-byte
-/// vector where the fragment allows), so a warp's accesses are conflict-free.
+/// Pooling states in shared memory, one per slot: lane l's fragment elements [v*W, (v+1)*W)
+/// of a field at [field][v][l] (W floats, a 16-byte vector where the fragment allows), so a
+/// warp's `put` of a whole state is conflict-free. The merge reads them by position instead
+/// (a field's N x 32 floats in that order; a warp a contiguous slice, a float a lane: also
+/// conflict-free): the merge is per channel, so any split of the positions works.
 template <int N>
-struct ClusterState {
+struct StateSlot {
   static constexpr int W = N % 4 == 0 ? 4 : N % 2 == 0 ? 2 : 1;
+  static constexpr int kPositions = N * 32;  // floats of a field
   float f[3][N / W][32][W];
 
   KVC_DEVICE void put(const PoolState<N>& s, int lane) {
@@ -158,35 +163,105 @@ struct ClusterState {
     }
     return s;
   }
+  KVC_DEVICE float* field(int i) { return &f[i][0][0][0]; }
+  KVC_DEVICE const float* field(int i) const { return &f[i][0][0][0]; }
 };
 
-/// Rank 0's warp 0 merges the states of the cluster's blocks 1 .. size - 1 into its own, in
-/// rank order (a fixed order: the same bits every launch), reading each peer's `local`
-/// through distributed shared memory. Every warp of rank 0 calls it. Where the peers fit
-/// the `slots` (clusters of up to kSlots + 1 blocks), rank 0's warps 1 .. size - 1 each copy
-/// one peer's state into a slot at once, so the remote reads are one round trip instead of
-/// size - 1 in a row; warp 0 then merges the slots. Larger clusters: warp 0 reads the peers
-/// one after the other.
-template <int Ratio, int kSlots, int N>
-KVC_DEVICE void merge_cluster_states(PoolState<N>& state, const ClusterState<N>& local,
-                                     ClusterState<N> (&slots)[kSlots], int size, int warp, int lane) {
-  if (size - 1 <= kSlots) {
-    if (warp >= 1 && warp < size) slots[warp - 1].put(arch::peer_shared(&local, warp)->get(lane), lane);
-    __syncthreads();
-    if (warp == 0)
-      for (int r = 1; r < size; ++r) GatedPool<Ratio>::merge(state, slots[r - 1].get(lane));
-  } else if (warp == 0) {
-    for (int r = 1; r < size; ++r) GatedPool<Ratio>::merge(state, arch::peer_shared(&local, r)->get(lane));
+/// A warp's slice of a state's positions: warp w of `Warps` owns positions [w*Q, (w+1)*Q)
+/// of each field (Q = N x 32 / Warps), lane l those at w*Q + 32 j + l; P of them a lane
+/// (fewer than 32 a warp: lanes Q .. 31 hold none).
+template <int N, int Warps>
+struct StateSlice {
+  static constexpr int Q = StateSlot<N>::kPositions / Warps;
+  static constexpr int P = (Q + 31) / 32;
+  static_assert(StateSlot<N>::kPositions % Warps == 0, "the warps split a state's positions evenly");
+  PoolState<P> s;
+
+  KVC_DEVICE static bool holds(int j, int lane) { return Q % 32 == 0 || 32 * j + lane < Q; }
+  KVC_DEVICE static int position(int warp, int j, int lane) { return warp * Q + 32 * j + lane; }
+  /// Reads this slice of `slot` (the shared memory of this block or, through a peer
+  /// pointer, another's).
+  KVC_DEVICE void load(const StateSlot<N>& slot, int warp, int lane) {
+    KVC_PRAGMA_UNROLL
+    for (int j = 0; j < P; ++j) {
+      const int i = holds(j, lane) ? position(warp, j, lane) : 0;
+      s.max[j] = slot.field(0)[i], s.sum[j] = slot.field(1)[i], s.acc[j] = slot.field(2)[i];
+    }
   }
+  /// Writes this slice into `slot` (this block's shared memory or a peer's).
+  KVC_DEVICE void store(StateSlot<N>& slot, int warp, int lane) const {
+    KVC_PRAGMA_UNROLL
+    for (int j = 0; j < P; ++j)
+      if (holds(j, lane)) {
+        const int i = position(warp, j, lane);
+        slot.field(0)[i] = s.max[j], slot.field(1)[i] = s.sum[j], slot.field(2)[i] = s.acc[j];
+      }
+  }
+};
+
+/// The pooled values of a group in shared memory, in StateSlot's order (one field), for the
+/// warp that runs the epilogue; each warp finishes its slice into it.
+template <int N>
+struct PooledRow {
+  static constexpr int W = StateSlot<N>::W;
+  float f[N / W][32][W];
+
+  template <int Ratio, int Warps>
+  KVC_DEVICE void put_slice(const StateSlice<N, Warps>& slice, int warp, int lane) {
+    const Array<float, StateSlice<N, Warps>::P> pooled = GatedPool<Ratio>::finish(slice.s);
+    KVC_PRAGMA_UNROLL
+    for (int j = 0; j < StateSlice<N, Warps>::P; ++j)
+      if (StateSlice<N, Warps>::holds(j, lane)) (&f[0][0][0])[StateSlice<N, Warps>::position(warp, j, lane)] = pooled[j];
+  }
+  KVC_DEVICE Array<float, N> get(int lane) const {
+    Array<float, N> out;
+    KVC_PRAGMA_UNROLL
+    for (int v = 0; v < N / W; ++v) {
+      const Array<float, W> x = arch::load<W>(f[v][lane]);
+      KVC_PRAGMA_UNROLL
+      for (int e = 0; e < W; ++e) out[v * W + e] = x[e];
+    }
+    return out;
+  }
+};
+
+/// Merges the block's warps' states, each warp ending with its slice of the block's state
+/// (StateSlice). The order is the halving tree of warps (warp w absorbs w + half while half
+/// halves), the same bits as merging whole states that way: warps [H, 2H) put theirs into
+/// the slots, warps [0, H) absorb them (H = kWarps / 2); then warps [0, H) put theirs, and
+/// every warp merges its slice of the H slots down the rest of the tree. Two rounds of
+/// stores and loads of the states instead of one per level (log2 kWarps), and the last
+/// levels' exps spread over every warp instead of one (bench/NOTES.md 50).
+template <int Ratio, int kWarps, int N>
+KVC_DEVICE StateSlice<N, kWarps> merge_block_states(PoolState<N> state, StateSlot<N>* slots, int warp, int lane) {
+  constexpr int H = kWarps > 1 ? kWarps / 2 : 1;
+  if constexpr (kWarps > 1) {
+    if (warp >= H) slots[warp - H].put(state, lane);
+    __syncthreads();
+    if (warp < H) GatedPool<Ratio>::merge(state, slots[warp].get(lane));
+    __syncthreads();
+  }
+  if (warp < H) slots[warp].put(state, lane);
+  __syncthreads();
+  StateSlice<N, kWarps> part[H];
+  KVC_PRAGMA_UNROLL
+  for (int h = 0; h < H; ++h) part[h].load(slots[h], warp, lane);
+  KVC_PRAGMA_UNROLL
+  for (int active = H; active > 1; active /= 2)
+    KVC_PRAGMA_UNROLL
+    for (int h = 0; h < active / 2; ++h) GatedPool<Ratio>::merge(part[h].s, part[h + active / 2].s);
+  return part[0];
 }
 
 /// Op A for large ratios. Launched with clusters (kvc::compress on sm_90: `cluster_blocks`
 /// blocks each, CompressConfig::cluster_blocks), the blocks of a cluster share one window:
 /// each plans it (rank 0 counts the errors), the ring copies are spread over all of them,
 /// and every closing group is pooled by all their warps, Ratio / (blocks x warps) members a
-/// warp; each block merges its warps through shared memory, then rank 0 merges the blocks'
-/// states through distributed shared memory and runs the norm and epilogue. A group's 128
-/// rows (512 KiB at fp32) then stream into 8 SMs at once instead of one (bench/NOTES.md 42).
+/// warp; each block merges its warps through shared memory (each warp ending with a slice of
+/// the channels), then each peer's warps store their slices into rank 0's shared memory
+/// (distributed shared memory), and after the cluster barrier rank 0's warps merge them in
+/// rank order, finish their slices, and warp 0 runs the norm and epilogue. A group's 128
+/// rows (512 KiB at fp32) then stream into 4 SMs at once instead of one (bench/NOTES.md 42).
 /// Without a cluster (a launch of `CompressConfig::blocks` blocks, or before sm_90) each
 /// block owns its window alone. The cluster size must divide Ratio / (kWarps x kBatch).
 template <int Ratio, int HeadDim, typename In, class Epilogue>
@@ -196,12 +271,11 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
   constexpr int N = Cfg::kChannels;
   constexpr int E = Cfg::kVecElems;
 
-  constexpr int kPlanWarps = (Cfg::kTokensPerBlock + 31) / 32;  // warps planning a full window
   __shared__ TokenPlan plans[Cfg::kTokensPerBlock];
   __shared__ int32_t copy_token[Cfg::kTokensPerBlock];  // rows stored to the ring by the block
   __shared__ int64_t copy_offset[Cfg::kTokensPerBlock];  // their ring rows
   __shared__ int32_t close_token[Cfg::kTokensPerBlock];  // the window's closing tokens, in order
-  __shared__ int list_count[2][kPlanWarps];  // listed rows and closing tokens a planning warp
+  __shared__ int list_count[2];  // listed rows and closing tokens
   __shared__ __align__(16) uint16_t weight_smem[HeadDim];  // RMSNorm weight, loaded with the plans
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
@@ -209,69 +283,37 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
   const int rank = arch::cluster_rank();
   const int64_t window = static_cast<int64_t>(blockIdx.x / cluster) * window_size;
 
-  static_assert(Cfg::kTokensPerBlock <= 32 * Cfg::kWarps, "the block's warps plan the window, a token a lane");
   for (int i = threadIdx.x; i < HeadDim / E; i += Cfg::kThreads)
     arch::store<E>(weight_smem + i * E,
                    arch::load_readonly<E>(reinterpret_cast<const uint16_t*>(p.weight) + i * E));
-  // Warp w plans tokens [32 w, 32 w + 32) of the window (warp 0 alone at decode).
-  if (warp < kPlanWarps && 32 * warp < window_size) {
-    const int k = 32 * warp + lane;
-    const int64_t t = window + k;
-    const TokenPlan tp = k < window_size && t < p.num_tokens ? plan_token<Ratio>(p, t, rank == 0)
-                                                             : TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
-    if (k < window_size) plans[k] = tp;
+  if (warp == 0) {
+    const int64_t t = window + lane;
+    const TokenPlan tp = lane < window_size && t < p.num_tokens ? plan_token<Ratio>(p, t, rank == 0)
+                                                                : TokenPlan{-1, 0, 0, 0, 0, 0, 0u};
+    if (lane < window_size) plans[lane] = tp;
     // A closing token stores its row from registers while pooling; the rest go in a list,
     // in token order: every block of a cluster builds the same list, and the cluster's
-    // threads split it by position. Each planning warp lists its tokens from 32 w on;
-    // longer windows close the gaps below.
+    // threads split it by position.
     const bool listed = (tp.flags & (kStoresOwnRow | kCloses)) == kStoresOwnRow;
     const unsigned below = (1u << lane) - 1u;
     const unsigned listed_mask = __ballot_sync(0xffffffffu, listed);
     if (listed) {
-      const int i = 32 * warp + __popc(listed_mask & below);
-      copy_token[i] = k;
+      const int i = __popc(listed_mask & below);
+      copy_token[i] = lane;
       copy_offset[i] = p.ring_layout.slot_offset(tp.slot);
     }
     const bool closes = (tp.flags & kCloses) != 0;
     const unsigned close_mask = __ballot_sync(0xffffffffu, closes);
-    if (closes) close_token[32 * warp + __popc(close_mask & below)] = k;
-    if (lane == 0) list_count[0][warp] = __popc(listed_mask), list_count[1][warp] = __popc(close_mask);
+    if (closes) close_token[__popc(close_mask & below)] = lane;
+    if (lane == 0) list_count[0] = __popc(listed_mask), list_count[1] = __popc(close_mask);
   }
   __syncthreads();
-  int copy_count = list_count[0][0], close_count = list_count[1][0];
-  if constexpr (kPlanWarps > 1) {
-    if (window_size > 32) {  // uniform: close the gaps between the planning warps' lists
-      int copy_at[kPlanWarps], close_at[kPlanWarps];
-      copy_count = close_count = 0;
-      KVC_PRAGMA_UNROLL
-      for (int w = 0; w < kPlanWarps; ++w) {
-        copy_at[w] = copy_count, close_at[w] = close_count;
-        if (32 * w < window_size) copy_count += list_count[0][w], close_count += list_count[1][w];
-      }
-      if (warp == 0) {
-        // Warp 0 moves each later list down, one after the other (every lane reads before
-        // any writes: a list may overlap its destination).
-        KVC_PRAGMA_UNROLL
-        for (int w = 1; w < kPlanWarps; ++w) {
-          if (32 * w >= window_size) break;
-          const bool copy_lane = lane < list_count[0][w], close_lane = lane < list_count[1][w];
-          const int32_t ct = copy_lane ? copy_token[32 * w + lane] : 0;
-          const int64_t co = copy_lane ? copy_offset[32 * w + lane] : 0;
-          const int32_t kt = close_lane ? close_token[32 * w + lane] : 0;
-          __syncwarp();
-          if (copy_lane) copy_token[copy_at[w] + lane] = ct, copy_offset[copy_at[w] + lane] = co;
-          if (close_lane) close_token[close_at[w] + lane] = kt;
-          __syncwarp();
-        }
-      }
-      __syncthreads();
-    }
-  }
+  const int copy_count = list_count[0], close_count = list_count[1];
   // The listed rows are no member of a group read here (a head group's reads collide with
   // no listed store; every other group reads input rows only), so they may go at any time:
   // right away in a window that closes no group; after the groups in one that does, by
-  // every thread but rank 0's warp 0, while that warp runs the merge and the epilogue, so
-  // the copy's round trip is off the group's critical path (bench/NOTES.md 47).
+  // every thread but rank 0's warp 0, while that warp runs the epilogue, so the copy's round
+  // trip is off the group's critical path (bench/NOTES.md 47).
   const bool copy_after = close_count > 0;
   if constexpr (Ratio > 1)
     if (!copy_after)
@@ -284,11 +326,12 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
     const int warps = cluster * Cfg::kWarps;
     const int cluster_warp = rank * Cfg::kWarps + warp;
     const int M = Ratio / warps;
-    // The merge tree's slots, in ClusterState's layout (16-byte accesses, no bank conflicts);
-    // after the tree, rank 0 gathers its peers' states into them (merge_cluster_states).
+    using Slice = StateSlice<N, Cfg::kWarps>;
     constexpr int kSlots = Cfg::kWarps > 1 ? Cfg::kWarps / 2 : 1;
-    __shared__ ClusterState<N> merge_buf[kSlots];
-    __shared__ ClusterState<N> cluster_state;
+    constexpr int kPeers = Cfg::kMaxClusterBlocks > 1 ? Cfg::kMaxClusterBlocks - 1 : 1;
+    __shared__ StateSlot<N> slots[kSlots];       // the block's merge (merge_block_states)
+    __shared__ StateSlot<N> peer_slots[kPeers];  // rank 0: its peers' slices, by rank - 1
+    __shared__ PooledRow<N> pooled;              // rank 0: the finished group, for warp 0
     // The window's closing tokens, in token order (a block whose window closes none walks
     // nothing: bench/NOTES.md 49).
     for (int c = 0; c < close_count; ++c) {
@@ -297,36 +340,39 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
       const int64_t t = window + k;
       const bool store_own = (tp.flags & kStoresOwnRow) != 0 && cluster_warp == warps - 1;
       // A warp's members in the widest batches they split into (one round trip at ratio 128
-      // in clusters of up to 4 blocks), else in kBatch (clusters of 8).
+      // in clusters of up to 4 blocks), else in kBatch.
       PoolState<N> state;
       if (Cfg::kWideBatch != Cfg::kBatch && M % Cfg::kWideBatch == 0)
         state = Warp::template pool_members<Cfg::kWideBatch>(p, t, tp, cluster_warp * M, M, store_own, lane);
       else
         state = Warp::template pool_members<Cfg::kBatch>(p, t, tp, cluster_warp * M, M, store_own, lane);
-      // Fixed merge tree: warp w absorbs warp w + half, halving until warp 0 holds all.
-      for (int active = Cfg::kWarps; active > 1; active /= 2) {
-        const int half = active / 2;
-        if (warp >= half && warp < active) merge_buf[warp - half].put(state, lane);
-        __syncthreads();
-        if (warp < half) GatedPool<Ratio>::merge(state, merge_buf[warp].get(lane));
-        __syncthreads();
-      }
+      Slice slice = merge_block_states<Ratio, Cfg::kWarps>(state, slots, warp, lane);
       if (cluster > 1) {
-        // Every block's state in its own shared memory; after the barrier every block's
-        // ring reads of the group are done too (the deferred stores may go), and rank 0
-        // reads its peers' states. The second barrier keeps a peer's state (and the
-        // block) alive until rank 0 has read it.
-        if (rank > 0 && warp == 0) cluster_state.put(state, lane);
+        // Each peer stores its slices into rank 0's slot for it; the barrier releases them
+        // to rank 0 (and, as every block's ring reads of the group are done by then, lets
+        // the deferred stores go); rank 0's warps merge their slices in rank order. The
+        // second barrier (waited on at the end of the group) keeps a peer's next stores out
+        // of the slots until rank 0 has read them.
+        if (rank > 0) slice.store(*arch::peer_shared(&peer_slots[rank - 1], 0), warp, lane);
         arch::cluster_arrive();
         arch::cluster_wait();
-        if (rank == 0) merge_cluster_states<Ratio, kSlots>(state, cluster_state, merge_buf, cluster, warp, lane);
+        if (rank == 0)
+          for (int r = 1; r < cluster; ++r) {
+            Slice peer;
+            peer.load(peer_slots[r - 1], warp, lane);
+            GatedPool<Ratio>::merge(slice.s, peer.s);
+          }
         arch::cluster_arrive();
       }
-      if (rank == 0 && warp == 0) {
-        const auto pending = epilogue.template begin<Ratio, typename Warp::Row>(p, t, tp.pos, lane);
-        const Array<uint16_t, N> weight = Warp::template load_weight<false>(weight_smem, lane);
-        epilogue.template operator()<Ratio, typename Warp::Row>(
-            p, t, tp.pos, pending, Warp::normalize(p, weight, GatedPool<Ratio>::finish(state), lane));
+      if (rank == 0) {
+        pooled.template put_slice<Ratio>(slice, warp, lane);
+        __syncthreads();
+        if (warp == 0) {
+          const auto pending = epilogue.template begin<Ratio, typename Warp::Row>(p, t, tp.pos, lane);
+          const Array<uint16_t, N> weight = Warp::template load_weight<false>(weight_smem, lane);
+          epilogue.template operator()<Ratio, typename Warp::Row>(
+              p, t, tp.pos, pending, Warp::normalize(p, weight, pooled.get(lane), lane));
+        }
       }
       if (tp.flags & kIsHead) Warp::deferred_stores(p, tp, lane, lane, cluster_warp, warps);
       if (cluster > 1) arch::cluster_wait();
