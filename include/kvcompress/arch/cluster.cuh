@@ -76,5 +76,88 @@ KVC_DEVICE T* peer_shared(T* local, int rank) {
   return const_cast<T*>(peer_shared(static_cast<const T*>(local), rank));
 }
 
+/// Arrives at the cluster barrier without releasing anything (the mbarrier initialisations
+/// before it are released by fence_mbarrier_init).
+KVC_DEVICE void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+
+/// Initialises the mbarrier `bar` (this block's shared memory) for `count` arrivals a phase.
+KVC_DEVICE void mbarrier_init(uint64_t* bar, unsigned count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar))),
+               "r"(count)
+               : "memory");
+#endif
+}
+
+/// Makes this thread's mbarrier initialisations visible to the cluster (with the barrier after).
+KVC_DEVICE void fence_mbarrier_init() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+/// Arrives once at this block's mbarrier `bar` and adds `bytes` to the transfers its phase waits for.
+KVC_DEVICE void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(bar))),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+
+/// Waits until the phase of this block's mbarrier `bar` with parity `parity` has completed,
+/// acquiring at cluster scope what its arrivals and transfers released.
+KVC_DEVICE void mbarrier_wait_parity(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+
+/// The shared::cluster address of `local` (a __shared__ object of this block) in the
+/// cluster's block `rank` (mapa), for the instructions below that take one.
+KVC_DEVICE uint32_t peer_address(const void* local, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(local))), "r"(static_cast<uint32_t>(rank)));
+  return remote;
+#else
+  (void)local, (void)rank;
+  return 0;
+#endif
+}
+
+/// Arrives once at the mbarrier at `remote_bar` (a peer_address), releasing this thread's
+/// earlier accesses at cluster scope.
+KVC_DEVICE void mbarrier_arrive_remote(uint32_t remote_bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
+#endif
+}
+
+/// Stores `value` at `remote` (a peer_address of a float) asynchronously; its 4 bytes
+/// complete a transfer of the mbarrier at `remote_bar` (a peer_address in the same block).
+KVC_DEVICE void store_async(uint32_t remote, float value, uint32_t remote_bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(remote),
+               "r"(__float_as_uint(value)), "r"(remote_bar)
+               : "memory");
+#endif
+}
+
 }  // namespace arch
 KVC_NAMESPACE_END

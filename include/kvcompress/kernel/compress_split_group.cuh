@@ -188,15 +188,20 @@ struct StateSlice {
       s.max[j] = slot.field(0)[i], s.sum[j] = slot.field(1)[i], s.acc[j] = slot.field(2)[i];
     }
   }
-  /// Writes this slice into `slot` (this block's shared memory or a peer's).
-  KVC_DEVICE void store(StateSlot<N>& slot, int warp, int lane) const {
+  /// Stores this slice into block `rank`'s copy of `slot` (a slot of this block's layout)
+  /// asynchronously, each float completing 4 bytes of a transfer of that block's `bar`.
+  KVC_DEVICE void store_async(StateSlot<N>& slot, uint64_t* bar, int rank, int warp, int lane) const {
+    const uint32_t remote_bar = arch::peer_address(bar, rank);
     KVC_PRAGMA_UNROLL
     for (int j = 0; j < P; ++j)
       if (holds(j, lane)) {
         const int i = position(warp, j, lane);
-        slot.field(0)[i] = s.max[j], slot.field(1)[i] = s.sum[j], slot.field(2)[i] = s.acc[j];
+        arch::store_async(arch::peer_address(slot.field(0) + i, rank), s.max[j], remote_bar);
+        arch::store_async(arch::peer_address(slot.field(1) + i, rank), s.sum[j], remote_bar);
+        arch::store_async(arch::peer_address(slot.field(2) + i, rank), s.acc[j], remote_bar);
       }
   }
+  static constexpr uint32_t kBlockBytes = 3u * StateSlot<N>::kPositions * sizeof(float);  // all warps' slices
 };
 
 /// The pooled values of a group in shared memory, in StateSlot's order (one field), for the
@@ -332,6 +337,21 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
     __shared__ StateSlot<N> slots[kSlots];       // the block's merge (merge_block_states)
     __shared__ StateSlot<N> peer_slots[kPeers];  // rank 0: its peers' slices, by rank - 1
     __shared__ PooledRow<N> pooled;              // rank 0: the finished group, for warp 0
+    // Clusters: rank 0's `slots_full` completes a phase a group when its peers' slices have landed
+    // (their bytes, plus rank 0's one arrival that announces them); a peer's `slots_free` when
+    // rank 0 has read its slot, before the peer stores the next group's.
+    __shared__ uint64_t slots_full, slots_free;
+    if (cluster > 1) {
+      if (threadIdx.x == 0) {
+        arch::mbarrier_init(&slots_full, 1);
+        arch::mbarrier_init(&slots_free, 1);
+        arch::fence_mbarrier_init();
+      }
+      // Every block's initialisations before any peer's first arrival or transfer; waited on
+      // before the group loop (long arrived by then).
+      arch::cluster_arrive_relaxed();
+      arch::cluster_wait();
+    }
     // The window's closing tokens, in token order (a block whose window closes none walks
     // nothing: bench/NOTES.md 49).
     for (int c = 0; c < close_count; ++c) {
@@ -339,6 +359,8 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
       const TokenPlan tp = plans[k];
       const int64_t t = window + k;
       const bool store_own = (tp.flags & kStoresOwnRow) != 0 && cluster_warp == warps - 1;
+      if (cluster > 1 && rank == 0 && threadIdx.x == 0)
+        arch::mbarrier_arrive_expect_tx(&slots_full, static_cast<uint32_t>(cluster - 1) * Slice::kBlockBytes);
       // A warp's members in the widest batches they split into (one round trip at ratio 128
       // in clusters of up to 4 blocks), else in kBatch.
       PoolState<N> state;
@@ -348,34 +370,38 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
         state = Warp::template pool_members<Cfg::kBatch>(p, t, tp, cluster_warp * M, M, store_own, lane);
       Slice slice = merge_block_states<Ratio, Cfg::kWarps>(state, slots, warp, lane);
       if (cluster > 1) {
-        // Each peer stores its slices into rank 0's slot for it; the barrier releases them
-        // to rank 0 (and, as every block's ring reads of the group are done by then, lets
-        // the deferred stores go); rank 0's warps merge their slices in rank order. The
-        // second barrier (waited on at the end of the group) keeps a peer's next stores out
-        // of the slots until rank 0 has read them.
-        if (rank > 0) slice.store(*arch::peer_shared(&peer_slots[rank - 1], 0), warp, lane);
-        arch::cluster_arrive();
-        arch::cluster_wait();
-        if (rank == 0)
+        if (rank > 0) {
+          // The previous group's slot read by rank 0, this one's stored into it.
+          if (c > 0) arch::mbarrier_wait_parity(&slots_free, (c - 1) & 1);
+          slice.store_async(peer_slots[rank - 1], &slots_full, 0, warp, lane);
+        } else {
+          // Every peer's slices landed (so their reads of the group are done too); merged in
+          // rank order from this block's shared memory.
+          arch::mbarrier_wait_parity(&slots_full, c & 1);
           for (int r = 1; r < cluster; ++r) {
             Slice peer;
             peer.load(peer_slots[r - 1], warp, lane);
             GatedPool<Ratio>::merge(slice.s, peer.s);
           }
-        arch::cluster_arrive();
+        }
       }
       if (rank == 0) {
         pooled.template put_slice<Ratio>(slice, warp, lane);
         __syncthreads();
+        // The peers' slots are read: free them for the next group (none after the last: a
+        // peer may have exited).
+        if (c + 1 < close_count && threadIdx.x >= 1 && threadIdx.x < cluster)
+          arch::mbarrier_arrive_remote(arch::peer_address(&slots_free, threadIdx.x));
         if (warp == 0) {
           const auto pending = epilogue.template begin<Ratio, typename Warp::Row>(p, t, tp.pos, lane);
           const Array<uint16_t, N> weight = Warp::template load_weight<false>(weight_smem, lane);
           epilogue.template operator()<Ratio, typename Warp::Row>(
               p, t, tp.pos, pending, Warp::normalize(p, weight, pooled.get(lane), lane));
         }
+        // A head group's deferred ring stores, once every block's reads of it are done:
+        // rank 0's warps (after the barrier above and, in a cluster, its peers' slices).
+        if (tp.flags & kIsHead) Warp::deferred_stores(p, tp, lane, lane, warp, Cfg::kWarps);
       }
-      if (tp.flags & kIsHead) Warp::deferred_stores(p, tp, lane, lane, cluster_warp, warps);
-      if (cluster > 1) arch::cluster_wait();
     }
   }
   if constexpr (Ratio > 1)
