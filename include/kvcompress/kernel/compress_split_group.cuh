@@ -243,8 +243,9 @@ KVC_DEVICE StateSlice<N, kWarps> merge_block_states(PoolState<N> state, StateSlo
   if constexpr (kWarps > 1) {
     if (warp >= H) slots[warp - H].put(state, lane);
     __syncthreads();
+    // Warp w < H reads slot w and then overwrites it; no other warp touches it until the
+    // barrier below.
     if (warp < H) GatedPool<Ratio>::merge(state, slots[warp].get(lane));
-    __syncthreads();
   }
   if (warp < H) slots[warp].put(state, lane);
   __syncthreads();
@@ -337,9 +338,9 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
     __shared__ StateSlot<N> slots[kSlots];       // the block's merge (merge_block_states)
     __shared__ StateSlot<N> peer_slots[kPeers];  // rank 0: its peers' slices, by rank - 1
     __shared__ PooledRow<N> pooled;              // rank 0: the finished group, for warp 0
-    // Clusters: rank 0's `slots_full` completes a phase a group when its peers' slices have landed
-    // (their bytes, plus rank 0's one arrival that announces them); a peer's `slots_free` when
-    // rank 0 has read its slot, before the peer stores the next group's.
+    // Clusters: rank 0's `slots_full` completes a phase a group when its peers' slices have
+    // landed (their bytes, plus rank 0's one arrival that announces them); a peer's
+    // `slots_free` when rank 0 has read its slot, before the peer stores the next group's.
     __shared__ uint64_t slots_full, slots_free;
     if (cluster > 1) {
       if (threadIdx.x == 0) {
@@ -374,6 +375,9 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
           // The previous group's slot read by rank 0, this one's stored into it.
           if (c > 0) arch::mbarrier_wait_parity(&slots_free, (c - 1) & 1);
           slice.store_async(peer_slots[rank - 1], &slots_full, 0, warp, lane);
+          // Every warp's slice loaded before the next group's states overwrite the slots
+          // (rank 0 has its barrier below).
+          if (c + 1 < close_count) __syncthreads();
         } else {
           // Every peer's slices landed (so their reads of the group are done too); merged in
           // rank order from this block's shared memory.
@@ -388,10 +392,11 @@ KVC_DEVICE void compress_split_group(const CompressParams& p, const Epilogue& ep
       if (rank == 0) {
         pooled.template put_slice<Ratio>(slice, warp, lane);
         __syncthreads();
-        // The peers' slots are read: free them for the next group (none after the last: a
-        // peer may have exited).
-        if (c + 1 < close_count && threadIdx.x >= 1 && threadIdx.x < cluster)
-          arch::mbarrier_arrive_remote(arch::peer_address(&slots_free, threadIdx.x));
+        // The peers' slots are read: warp 1's lane r frees peer r's for the next group (none
+        // after the last: a peer may have exited). Not warp 0: the arrival's release waits
+        // for the thread's outstanding memory operations, and warp 0 runs the epilogue.
+        if (c + 1 < close_count && warp == 1 && lane >= 1 && lane < cluster)
+          arch::mbarrier_arrive_remote(arch::peer_address(&slots_free, lane));
         if (warp == 0) {
           const auto pending = epilogue.template begin<Ratio, typename Warp::Row>(p, t, tp.pos, lane);
           const Array<uint16_t, N> weight = Warp::template load_weight<false>(weight_smem, lane);
