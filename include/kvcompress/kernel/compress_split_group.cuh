@@ -13,10 +13,11 @@
 // group closing in the window is pooled by every warp, each a slice of the members (loaded
 // in one batch where the slice allows: CompressConfig::kWideBatch). The warps' states merge
 // through shared memory in a fixed order, each warp ending with a slice of the channels; in
-// a cluster, each peer stores its slices into rank 0's shared memory and rank 0's warps
-// merge them in rank order after the cluster barrier (one barrier's round trip, no remote
-// loads). So a group of 128 rows is neither serialized on one warp nor on one SM, and the
-// merges' exps spread over the warps. Rank 0's warps finish their slices into shared memory
+// a cluster, each peer stores its slices into rank 0's shared memory asynchronously
+// (st.async, completing a transfer of rank 0's mbarrier) and rank 0's warps merge them in
+// rank order once the mbarrier's phase completes: no cluster barrier and no remote load on
+// a group's way. So a group of 128 rows is neither serialized on one warp nor on one SM,
+// and the merges' exps spread over the warps. Rank 0's warps finish their slices into shared memory
 // and warp 0 runs RMSNorm and the epilogue on the whole row. The rows of non-closing tokens
 // that go to the ring are copied by all the threads (independent rows, several 16-byte
 // moves in flight per thread): before the groups in a window that closes none, after them
@@ -265,8 +266,9 @@ KVC_DEVICE StateSlice<N, kWarps> merge_block_states(PoolState<N> state, StateSlo
 /// and every closing group is pooled by all their warps, Ratio / (blocks x warps) members a
 /// warp; each block merges its warps through shared memory (each warp ending with a slice of
 /// the channels), then each peer's warps store their slices into rank 0's shared memory
-/// (distributed shared memory), and after the cluster barrier rank 0's warps merge them in
-/// rank order, finish their slices, and warp 0 runs the norm and epilogue. A group's 128
+/// (distributed shared memory, st.async onto rank 0's mbarrier), and when they have landed
+/// rank 0's warps merge them in rank order, finish their slices, and warp 0 runs the norm
+/// and epilogue; rank 0 also runs a head group's deferred ring stores. A group's 128
 /// rows (512 KiB at fp32) then stream into 4 SMs at once instead of one (bench/NOTES.md 42).
 /// Without a cluster (a launch of `CompressConfig::blocks` blocks, or before sm_90) each
 /// block owns its window alone. The cluster size must divide Ratio / (kWarps x kBatch).
