@@ -135,8 +135,9 @@ void run_cluster_sizes(std::mt19937_64& rng) {
   REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
   CHECK(Cfg::cluster_blocks(major) == (major >= 9 ? Cfg::kMaxClusterBlocks : 1));
   // Chunks at odd starts, one longer than the ring (its head group's ring rows are
-  // overwritten by the same call: deferred stores split over the cluster), decode and
-  // speculative requests, several groups closing in one window, padding.
+  // overwritten by the same call: rank 0's deferred stores, once its peers' slices have
+  // landed), decode and speculative requests, several groups closing in one window (a
+  // peer's slot freed for the next group), padding.
   const int C = kvc::ring_capacity(R, 3);
   BatchShape s = shape_of(R, 512, {{3 * C + 5, 2 * R + 1}, {4 * R + 3, R - 1}, {2, 3 * R - 1}, {1, R - 1},
                                    {4, 5 * R - 2}, {0, 9}, {R + 7, 4 * R}},
