@@ -5,8 +5,9 @@
 // Op A at large ratios splits a closing group's members over the blocks of a cluster, each
 // block on its own SM, and merges their partial states through distributed shared memory:
 // the peers store theirs into rank 0's with st.async, each store completing a transfer of
-// an mbarrier in rank 0 that its warps wait on (kernel/compress_split_group.cuh). Below sm_90, or in a launch without a cluster
-// attribute, a block is a cluster of one: size 1, rank 0, the barrier a no-op.
+// an mbarrier in rank 0 that its warps wait on (kernel/compress_split_group.cuh). Below
+// sm_90, or in a launch without a cluster attribute, a block is a cluster of one: size 1,
+// rank 0, the barrier a no-op.
 #pragma once
 
 #include "../config.hpp"

@@ -17,12 +17,12 @@
 // (st.async, completing a transfer of rank 0's mbarrier) and rank 0's warps merge them in
 // rank order once the mbarrier's phase completes: no cluster barrier and no remote load on
 // a group's way. So a group of 128 rows is neither serialized on one warp nor on one SM,
-// and the merges' exps spread over the warps. Rank 0's warps finish their slices into shared memory
-// and warp 0 runs RMSNorm and the epilogue on the whole row. The rows of non-closing tokens
-// that go to the ring are copied by all the threads (independent rows, several 16-byte
-// moves in flight per thread): before the groups in a window that closes none, after them
-// (by every warp but the one running the epilogue) in one that does, off the group's
-// critical path.
+// and the merges' exps spread over the warps. Rank 0's warps finish their slices into
+// shared memory and warp 0 runs RMSNorm and the epilogue on the whole row. The rows of
+// non-closing tokens that go to the ring are copied by all the threads (independent rows,
+// several 16-byte moves in flight per thread): before the groups in a window that closes
+// none, after them (by every warp but the one running the epilogue) in one that does, off
+// the group's critical path.
 #pragma once
 
 #include "../config.hpp"
@@ -244,9 +244,8 @@ KVC_DEVICE StateSlice<N, kWarps> merge_block_states(PoolState<N> state, StateSlo
   if constexpr (kWarps > 1) {
     if (warp >= H) slots[warp - H].put(state, lane);
     __syncthreads();
-    // Warp w < H reads slot w and then overwrites it; no other warp touches it until the
-    // barrier below.
     if (warp < H) GatedPool<Ratio>::merge(state, slots[warp].get(lane));
+    __syncthreads();
   }
   if (warp < H) slots[warp].put(state, lane);
   __syncthreads();
