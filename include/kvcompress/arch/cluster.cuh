@@ -39,44 +39,13 @@ KVC_DEVICE int cluster_rank() {
 #endif
 }
 
-/// Arrives at the cluster barrier: this thread's earlier shared-memory writes (its own
-/// block's, read by peers) are released to the threads that wait on it.
-KVC_DEVICE void cluster_arrive() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release;" ::: "memory");
-#endif
-}
-
-/// Waits until every thread of every block of the cluster that has not exited has arrived,
-/// acquiring their released writes. A block's shared memory is readable by its peers from
-/// the barrier it arrives at until the next one it waits on.
+/// Waits until every thread of every block of the cluster that has not exited has arrived
+/// (cluster_arrive_relaxed), acquiring what they released. After it, every block of the
+/// cluster has started, so its shared memory may be written by its peers.
 KVC_DEVICE void cluster_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 #endif
-}
-
-/// The address of `local` (a __shared__ object of this block) in the shared memory of the
-/// cluster's block `rank`, as a generic pointer (mapa); `local` itself without clusters.
-template <typename T>
-KVC_DEVICE const T* peer_shared(const T* local, int rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint64_t remote;
-  asm volatile("mapa.u64 %0, %1, %2;"
-               : "=l"(remote)
-               : "l"(reinterpret_cast<uint64_t>(local)), "r"(static_cast<uint32_t>(rank)));
-  return reinterpret_cast<const T*>(remote);
-#else
-  (void)rank;
-  return local;
-#endif
-}
-
-/// The same for a __shared__ object this block may write into a peer's copy of (a
-/// shared::cluster store through the generic pointer).
-template <typename T>
-KVC_DEVICE T* peer_shared(T* local, int rank) {
-  return const_cast<T*>(peer_shared(static_cast<const T*>(local), rank));
 }
 
 /// Arrives at the cluster barrier without releasing anything (the mbarrier initialisations
