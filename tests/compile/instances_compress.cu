@@ -94,7 +94,7 @@ static_assert(kvc::CompressConfig<128, 512, float>::cluster_blocks(9) == 4 &&
                   kvc::CompressConfig<4, 512, float>::cluster_blocks(9) == 1 &&
                   kvc::CompressConfig<2, 512, float, 32>::cluster_blocks(9) == 1,
               "split groups: cluster sizes");
-// ... and at a launch, the largest up to that (launch_cluster_cap) that keeps the clusters in
+// ... and at a launch, the largest up to that (cluster_blocks) that keeps the clusters in
 // one wave (132 SMs, one block an SM): 8 windows 4, 32 windows 4, 48 windows 2, 256 windows
 // (1024x4 in 16-token windows) and every prefill none; none when the wave is unknown or
 // before sm_90.
@@ -109,7 +109,7 @@ static_assert(C128::launch_cluster_blocks(9, 8, 132) == 4 && C128::launch_cluste
 // that fits one wave with some window, then the shortest window: 64x2 (128 tokens) 4-token
 // windows in clusters of 4; 256x2 16 and 4; 128x6 16 and 2; 1024x4 and prefill 16 and 1;
 // without clusters (cc 8) or an unknown wave, no cluster.
-static_assert(C128::launch_cluster_cap(9) == 4 && C128::launch_cluster_cap(8) == 1 &&
+static_assert(C128::cluster_blocks(9) == 4 && C128::cluster_blocks(8) == 1 &&
                   C128::windows(128, 132, 9).window == 4 && C128::windows(512, 132, 9).window == 16 &&
                   C128::windows(768, 132, 9).window == 16 && C128::windows(4096, 132, 9).window == 16 &&
                   C128::windows(1 << 20, 132, 9).window == 16 && C128::windows(128, 0, 9).window == 16 &&

@@ -131,7 +131,7 @@ TEST_CASE("launch windows: the one-wave split of fixed windows (Op A's warp rows
 TEST_CASE("split-group windows: the largest cluster that fits one wave, then the shortest window") {
   // detail::split_group_window against a direct reading of its rule, on every call size up
   // to a few waves, every largest window of the compiled split-group instances and every
-  // cluster cap (CompressConfig::launch_cluster_cap).
+  // cluster cap (CompressConfig::cluster_blocks).
   for (int largest : {1, 2, 4, 8, 16, 32})
     for (int cap : {1, 2, 4, 8})
       for (int64_t wave : {0, 1, 2, 66, 132, 264, 1056})

@@ -115,21 +115,20 @@ struct CompressConfig {
   static constexpr int kMaxClusterBlocks = kSplitGroup ? largest_divisor(kMembersPerWarp / kBatch, 4) : 1;
   static_assert(kMembersPerWarp % (kMaxClusterBlocks * kBatch) == 0,
                 "a cluster splits a group's members into whole batches per warp");
+  /// The largest cluster a launch uses (a 4-block cluster leaves room for twice the windows
+  /// of an 8-block one, detail::split_group_window).
   KVC_HOST_DEVICE static constexpr int cluster_blocks(int cc_major) {
     return cc_major >= 9 ? kMaxClusterBlocks : 1;
   }
-  /// The largest cluster a launch uses: cluster_blocks(cc_major) (a 4-block cluster leaves
-  /// room for twice the windows of an 8-block one, detail::split_group_window).
-  KVC_HOST_DEVICE static constexpr int launch_cluster_cap(int cc_major) { return cluster_blocks(cc_major); }
   /// The cluster of a launch of `windows` windows (Cfg::blocks): the largest power of two up
-  /// to launch_cluster_cap(cc_major) whose clusters all run in one wave of `wave_blocks` blocks
+  /// to cluster_blocks(cc_major) whose clusters all run in one wave of `wave_blocks` blocks
   /// (SMs x resident blocks per SM; 0 when unknown: no cluster). Every block of a cluster
   /// plans its window again and the split group path holds one block an SM, so a cluster
   /// that makes the launch a second wave costs more than it saves: measured on an H100,
   /// 8-block clusters for every window took decode 1024x4 from 37 to 89 us and prefill
   /// 1x32768 from 82 to 497 us (bench/NOTES.md 43).
   KVC_HOST_DEVICE static constexpr int launch_cluster_blocks(int cc_major, int64_t windows, int64_t wave_blocks) {
-    int c = launch_cluster_cap(cc_major);
+    int c = cluster_blocks(cc_major);
     while (c > 1 && (wave_blocks <= 0 || windows * c > wave_blocks)) c /= 2;
     return c;
   }
@@ -165,7 +164,7 @@ struct CompressConfig {
                                                                int cc_major = 0) {
     if (kSplitGroup)
       return detail::WindowSizes{
-          detail::split_group_window(num_tokens, kTokensPerBlock, launch_cluster_cap(cc_major), wave_blocks), 0};
+          detail::split_group_window(num_tokens, kTokensPerBlock, cluster_blocks(cc_major), wave_blocks), 0};
     if (!kWideWindows || wave_blocks <= 0) return detail::WindowSizes{kTokensPerBlock / kWindowsPerBlock, 0};
     const detail::WindowSizes w = detail::one_wave_split(detail::WindowSizes{Ratio, 0}, num_tokens, kMaxWindow,
                                                          kWindowsPerBlock, wave_blocks);
