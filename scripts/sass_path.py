@@ -71,32 +71,26 @@ def walk(ins, labels, decide):
             seen.add(i)
             addr, pred, body = ins[i]
             op = body.split()[0]
-            if op == 'EXIT' or op.startswith('EXIT.'):
-                if pred is None:
+            is_exit = op == 'EXIT' or op.startswith('EXIT.')
+            is_branch = op == 'BRA' or (op.startswith('BRA.') and not op.startswith('BRA.DIV'))
+            if not (is_exit or is_branch):
+                if op.startswith('RET'):
                     break
-                d = decide.get(addr)
-                if d is None:
-                    need.append(ins[i])
-                    break
-                if d == 'T':
-                    break
-                i += 1
-            elif op == 'BRA' or (op.startswith('BRA.') and not op.startswith('BRA.DIV')):
-                tgt = target(body, labels)
-                if pred is None:
-                    i = tgt
-                    continue
-                d = decide.get(addr)
-                if d is None:
-                    need.append(ins[i])
-                    break
-                if d == 'B':
-                    stack.append(tgt)
-                i = tgt if d == 'T' else i + 1
-            elif op.startswith('RET'):
+                i += 1  # BRA.DIV (convergent warps: not taken), CALL (not followed), the rest
+                continue
+            tgt = None if is_exit else target(body, labels)  # an EXIT taken ends the path
+            d = 'T' if pred is None else decide.get(addr)
+            if d is None:
+                need.append(ins[i])
                 break
-            else:  # BRA.DIV (convergent warps: not taken), CALL (not followed), the rest
+            if d == 'B' and tgt is not None:
+                stack.append(tgt)
+            if d != 'T':
                 i += 1
+            elif tgt is None:
+                break
+            else:
+                i = tgt
     return seen, need
 
 
