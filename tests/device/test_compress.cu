@@ -214,6 +214,46 @@ TEST_CASE("Op A: a direct launch with windows the instance cannot run writes not
                         {{0, 0}, {3, 0}, {2 * W2::kMaxWindow, 0}, {W2::kMaxWindow, 1}, {2, -1}});
 }
 
+TEST_CASE("Op A: a direct launch of block rows for a call past their 32-bit indices writes nothing") {
+  // Block rows index tokens and kv_score / latent rows in 32 bits (CompressConfig::
+  // kCompactIndex); compress_kernel returns before its PDL wait for a call that does not fit
+  // them (compact_index_fits). Had it run, these strides would address far past the buffers
+  // (memcheck) and write the latents of the wrong rows.
+  std::mt19937_64 rng(41);
+  BatchShape s = shape_of(2, 512, {{2, 7}, {1, 4}, {2, 20}, {3, 1}}, 1);
+  s.capacity = kvc::ring_capacity(2, 3);
+  const Batch b = kvctest::make_batch(rng, s);
+  kvctest::CompressDevice dev(b, false, false, rng);
+  const auto ring_before = dev.ring_values();
+  using Cfg = kvc::CompressConfig<2, 512, float>;
+  static_assert(Cfg::kCompactIndex && Cfg::kRowThreads == 128, "ratio-2 block rows are compact-index");
+  REQUIRE(kvc::use_block_rows<2, 512>(dev.params(b)));
+  const auto bad = [&](const char* what, auto change) {
+    INFO(what);
+    kvc::CompressParams p = dev.params(b);
+    change(p);
+    REQUIRE_FALSE(kvc::compact_index_fits<2, 512>(p));
+    KVC_CHECK_STATUS(kvc::detail::launch_kernel("compress_kernel", kvc::compress_kernel<2, 512, float, kvc::LatentEpilogue>,
+                                                dim3(static_cast<unsigned>(b.num_tokens() / 2 + 1)), dim3(Cfg::kThreads),
+                                                nullptr, kvc::LaunchOptions{}, p, kvc::LatentEpilogue{},
+                                                Cfg::windows(b.num_tokens(), 0)));
+    kvctest::sync();
+    CHECK(dev.latent.download() == dev.latent_init);
+    const auto ring_after = dev.ring_values();
+    CHECK(std::equal(ring_before.begin(), ring_before.end(), ring_after.begin(),
+                     [](float x, float y) { return std::memcmp(&x, &y, 4) == 0; }));
+  };
+  bad("kv_score stride 2^31", [](kvc::CompressParams& p) { p.kv_score_stride_elems = int64_t{1} << 31; });
+  bad("kv_score stride 2^32 + 1024", [](kvc::CompressParams& p) { p.kv_score_stride_elems = (int64_t{1} << 32) + 1024; });
+  bad("latent stride 2^30", [](kvc::CompressParams& p) { p.latent_stride_elems = int64_t{1} << 30; });
+  bad("tokens past 2^30", [](kvc::CompressParams& p) { p.num_tokens = kvc::kCompactMaxTokens + 1; });
+  // The same call through kvc::compress runs, in block rows, and is right (the rest of this
+  // file checks both mappings against the reference); here only that it writes latents.
+  KVC_CHECK_STATUS(kvc::compress(dev.params(b), nullptr));
+  kvctest::sync();
+  CHECK(dev.latent.download() != dev.latent_init);
+}
+
 TEST_CASE("Op A: both row mappings, on each side of the switches (kvc::use_warp_rows)") {
   // Small calls spread a row over a block, large ones hold a row per warp: kWarpRowMinWindows
   // R-token windows, or at ratio 2 kWarpRowPrefillMinWindows when the requests are long

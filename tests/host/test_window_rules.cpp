@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -62,12 +63,13 @@ Batch make_batch(std::mt19937& rng, int ratio, int capacity) {
   return b;
 }
 
-template <int R>
-kvc::detail::WindowFacts facts_of(const Batch& b, int64_t t) {
+// Index: the kernel's token index type (int64_t, or int32_t in the compact-index block rows).
+template <int R, class Index>
+kvc::detail::BasicWindowFacts<Index> facts_of(const Batch& b, int64_t t) {
   const int reach = b.capacity - R + 1;
-  kvc::detail::WindowFacts f;
-  f.t = t;
-  f.real_end = b.qsl.back();
+  kvc::detail::BasicWindowFacts<Index> f;
+  f.t = static_cast<Index>(t);
+  f.real_end = static_cast<Index>(b.qsl.back());
   f.slot = b.slot[static_cast<size_t>(t)];
   f.pos = b.pos[static_cast<size_t>(t)];
   f.req = b.req[static_cast<size_t>(t)];
@@ -77,7 +79,7 @@ kvc::detail::WindowFacts facts_of(const Batch& b, int64_t t) {
   return f;
 }
 
-template <int R>
+template <int R, class Index>
 void check_ratio(int capacity, int batches) {
   using Rules = kvc::detail::WindowRules<R>;
   std::mt19937 rng(1234u + static_cast<unsigned>(R * 100 + capacity));
@@ -105,7 +107,7 @@ void check_ratio(int capacity, int batches) {
       };
       bool any_collision = false;
       for (int64_t t = first; t < end; ++t) {
-        const kvc::detail::WindowFacts f = facts_of<R>(b, t);
+        const auto f = facts_of<R, Index>(b, t);
         int32_t member_req[R - 1];
         for (int k = 1; k < R; ++k) member_req[k - 1] = t - k >= 0 ? b.req[static_cast<size_t>(t - k)] : -1;
         const int count = Rules::members_before_chunk(f.req, member_req);
@@ -123,7 +125,7 @@ void check_ratio(int capacity, int batches) {
         if (hits) CHECK(Rules::may_collide(f, tail));
       }
       if (head_active) {
-        const kvc::detail::WindowFacts f = facts_of<R>(b, head_token);
+        const auto f = facts_of<R, Index>(b, head_token);
         int32_t member_req[R - 1];
         for (int k = 1; k < R; ++k)
           member_req[k - 1] = head_token - k >= 0 ? b.req[static_cast<size_t>(head_token - k)] : -1;
@@ -138,7 +140,7 @@ void check_ratio(int capacity, int batches) {
       }
       // No other closing token of the chunk has members in the ring.
       for (int64_t t = first; t < end; ++t) {
-        const kvc::detail::WindowFacts f = facts_of<R>(b, t);
+        const auto f = facts_of<R, Index>(b, t);
         if (!Rules::closes(f) || (head_active && t == head_token)) continue;
         int32_t member_req[R - 1];
         for (int k = 1; k < R; ++k) member_req[k - 1] = t - k >= 0 ? b.req[static_cast<size_t>(t - k)] : -1;
@@ -148,7 +150,7 @@ void check_ratio(int capacity, int batches) {
     }
     // Trailing padding neither stores into the ring nor defers.
     for (int64_t t = real_end; t < b.T; ++t) {
-      const kvc::detail::WindowFacts f = facts_of<R>(b, t);
+      const auto f = facts_of<R, Index>(b, t);
       CHECK_FALSE(Rules::tail(f, capacity));
       CHECK_FALSE(Rules::defers_stores(f, R - 1, capacity));
     }
@@ -163,16 +165,157 @@ void check_ratio(int capacity, int batches) {
 
 }  // namespace
 
-TEST_CASE("small-ratio window rules match the chunk-bound definitions (ratio 2, rings of 8 and 16)") {
-  check_ratio<2>(8, 3000);
-  check_ratio<2>(16, 2000);
+TEST_CASE_TEMPLATE("small-ratio window rules match the chunk-bound definitions (ratio 2, rings of 8 and 16)", Index,
+                   int64_t, int32_t) {
+  check_ratio<2, Index>(8, 3000);
+  check_ratio<2, Index>(16, 2000);
 }
 
-TEST_CASE("small-ratio window rules match the chunk-bound definitions (ratios 3, 4, 8)") {
-  check_ratio<3>(8, 2000);
-  check_ratio<4>(8, 2000);
-  check_ratio<4>(16, 2000);
-  check_ratio<8>(16, 2000);
+TEST_CASE_TEMPLATE("small-ratio window rules match the chunk-bound definitions (ratios 3, 4, 8)", Index, int64_t,
+                   int32_t) {
+  check_ratio<3, Index>(8, 2000);
+  check_ratio<4, Index>(8, 2000);
+  check_ratio<4, Index>(16, 2000);
+  check_ratio<8, Index>(16, 2000);
+}
+
+// The rules in 32-bit indices at the top of the range (compact-index instances allow up to
+// 2^30 tokens; the rules themselves hold up to INT32_MAX): they compare differences, so no
+// token + capacity is formed (it would overflow here), and the answers equal the same facts'
+// in 64 bits.
+TEST_CASE("small-ratio window rules: 32-bit token indices at INT32_MAX give the 64-bit answers") {
+  using Rules2 = kvc::detail::WindowRules<2>;
+  using Rules3 = kvc::detail::WindowRules<3>;
+  constexpr int32_t kTop = 2147483647;
+  const int capacity = 8;
+  for (int32_t real_end : {kTop, kTop - 5, kTop - 8, kTop - 9, kTop - 100})
+    for (int32_t back = 1; back <= 12; ++back) {
+      const int32_t t = real_end - back;
+      for (int32_t ahead : {-1, 0, 1})
+        for (int32_t along : {-1, 0})
+          for (int64_t pos : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{(int64_t{1} << 32) + 1},
+                              int64_t{(int64_t{1} << 32) + 2}, int64_t{-1}, int64_t{-2}}) {
+            kvc::detail::BasicWindowFacts<int32_t> f32;
+            f32.t = t;
+            f32.real_end = real_end;
+            f32.slot = 3;
+            f32.pos = pos;
+            f32.req = 0;
+            f32.req_ahead = ahead;
+            f32.req_back = 0;
+            f32.req_long = along;
+            kvc::detail::WindowFacts f64;
+            f64.t = t;
+            f64.real_end = real_end;
+            f64.slot = f32.slot;
+            f64.pos = f32.pos;
+            f64.req = f32.req;
+            f64.req_ahead = f32.req_ahead;
+            f64.req_back = f32.req_back;
+            f64.req_long = f32.req_long;
+            INFO("real_end ", real_end, " t ", t, " ahead ", ahead, " pos ", pos);
+            // The definitions, in 64 bits.
+            const bool tail = int64_t{t} + capacity >= real_end || ahead != 0;
+            CHECK(Rules2::tail(f32, capacity) == tail);
+            CHECK(Rules2::tail(f64, capacity) == tail);
+            CHECK(Rules2::closes(f32) == ((pos + 1) % 2 == 0));
+            CHECK(Rules3::closes(f32) == ((pos + 1) % 3 == 0));
+            const int reach2 = capacity - 2 + 1;
+            const bool defers = (pos + 1) % 2 == 0 && along == 0 && int64_t{t} + reach2 < real_end;
+            CHECK(Rules2::defers_stores(f32, 1, capacity) == defers);
+            CHECK(Rules2::defers_stores(f64, 1, capacity) == defers);
+          }
+    }
+}
+
+// Which calls fit the block rows' 32-bit indices (kernel/compress_params.hpp): the bound is
+// exact at the limit, every operand out of range fails (negatives, and values whose low
+// 32 bits alone would fit), and the latent stride counts only when a latent is written.
+TEST_CASE("compact_index_fits: token count and row offsets below 2^31, exact at the limit") {
+  constexpr int64_t kMax = kvc::kCompactMaxOffset;
+  static_assert(kMax == 2147483647, "compact offsets are int32_t");
+  kvc::CompressParams p;
+  p.ratio = 2;
+  p.num_tokens = 512;
+  p.kv_score_stride_elems = 1024;
+  p.latent_stride_elems = 512;
+  uint16_t latent_storage = 0;
+  p.latent = reinterpret_cast<kvc::bf16_t*>(&latent_storage);
+  const auto fits = [&] { return kvc::compact_index_fits<2, 512>(p); };
+  CHECK(fits());
+  // Tokens: 1 .. 2^30.
+  p.kv_score_stride_elems = 1;
+  p.latent_stride_elems = 1;
+  p.num_tokens = kvc::kCompactMaxTokens;
+  CHECK(fits());
+  p.num_tokens = kvc::kCompactMaxTokens + 1;
+  CHECK_FALSE(fits());
+  for (int64_t bad : {int64_t{0}, int64_t{-1}, std::numeric_limits<int64_t>::min(), (int64_t{1} << 32) + 5}) {
+    p.num_tokens = bad;
+    CHECK_FALSE(fits());
+  }
+  // The last kv_score row ends (one past its last element) exactly at the limit:
+  // (T - 1) * stride + 2 * 512 == kMax; one more element and it does not fit.
+  p.num_tokens = 2;
+  p.kv_score_stride_elems = kMax - 1024;
+  CHECK(fits());
+  p.kv_score_stride_elems += 1;
+  CHECK_FALSE(fits());
+  p.num_tokens = 3;
+  p.kv_score_stride_elems = (kMax - 1024) / 2;  // ends at kMax - 1
+  CHECK(fits());
+  p.kv_score_stride_elems += 1;  // ends at kMax + 1
+  CHECK_FALSE(fits());
+  p.num_tokens = 1;  // one row: any stride up to kMax
+  p.kv_score_stride_elems = kMax;
+  CHECK(fits());
+  for (int64_t bad : {kMax + 1, int64_t{-1}, int64_t{-1024}, (int64_t{1} << 32) + 1024, std::numeric_limits<int64_t>::max()}) {
+    p.kv_score_stride_elems = bad;
+    INFO("kv stride ", bad);
+    CHECK_FALSE(fits());
+  }
+  // The latent's stride, when a latent is written (the kv_score row's width bounds it too).
+  p.num_tokens = 3;
+  p.kv_score_stride_elems = 1024;
+  p.latent_stride_elems = (kMax - 1024) / 2 + 1;
+  CHECK_FALSE(fits());
+  p.latent = nullptr;  // the fused op without a latent
+  CHECK(fits());
+  p.latent_stride_elems = -1;
+  CHECK(fits());
+  p.latent = reinterpret_cast<kvc::bf16_t*>(&latent_storage);
+  CHECK_FALSE(fits());
+  p.latent_stride_elems = (int64_t{1} << 32) + 512;  // low 32 bits alone would fit
+  CHECK_FALSE(fits());
+  // Ratio 1 rows are head_dim wide.
+  p.num_tokens = 2;
+  p.latent_stride_elems = 512;
+  p.kv_score_stride_elems = kMax - 512;
+  CHECK(kvc::compact_index_fits<1, 512>(p));
+  CHECK_FALSE(kvc::compact_index_fits<2, 512>(p));
+}
+
+TEST_CASE("use_block_rows: decode steps that fit 32-bit indices, else warp rows") {
+  kvc::CompressParams p;
+  p.ratio = 2;
+  p.num_tokens = 512;  // decode 256x2
+  p.qsl_size = 257;
+  p.kv_score_stride_elems = 1024;
+  p.latent_stride_elems = 512;
+  uint16_t latent_storage = 0;
+  p.latent = reinterpret_cast<kvc::bf16_t*>(&latent_storage);
+  CHECK(kvc::use_block_rows<2, 512>(p));
+  p.kv_score_stride_elems = int64_t{1} << 23;  // 511 rows * 2^23 elements: past 2^31
+  CHECK_FALSE(kvc::use_block_rows<2, 512>(p));
+  p.kv_score_stride_elems = 1024;
+  p.latent_stride_elems = int64_t{1} << 23;
+  CHECK_FALSE(kvc::use_block_rows<2, 512>(p));
+  p.latent = nullptr;
+  CHECK(kvc::use_block_rows<2, 512>(p));
+  // A large call takes warp rows whatever its strides.
+  p.num_tokens = 2 * kvc::kWarpRowMinWindows;
+  p.qsl_size = 2;
+  CHECK_FALSE(kvc::use_block_rows<2, 512>(p));
 }
 
 // The lane roles of a window (wide windows: several groups a warp): each token the window's

@@ -32,7 +32,10 @@ struct IndexPtr {
     return (data != nullptr) & ((type == IndexType::kInt32) | (type == IndexType::kInt64));
   }
 
-  KVC_HOST_DEVICE int64_t load(int64_t i) const {
+  /// Element i widened to int64. `I`: the caller's index type (an int32_t index makes the
+  /// address one wide multiply-add instead of a 64-bit shift and add pair).
+  template <class I>
+  KVC_HOST_DEVICE int64_t load(I i) const {
     return type == IndexType::kInt64 ? static_cast<const int64_t*>(data)[i]
                                      : static_cast<int64_t>(static_cast<const int32_t*>(data)[i]);
   }

@@ -58,9 +58,11 @@ __global__ void __launch_bounds__(
   // Split groups: the blocks of a cluster share a window (all of them return or none).
   const int64_t first_window = Cfg::kSplitGroup ? static_cast<int64_t>(blockIdx.x / arch::cluster_size())
                                                 : static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock;
-  // Windows this instance cannot run (a direct launch's; kvc::compress never passes one)
-  // write nothing, as a launch without its required pointers.
+  // Windows this instance cannot run, and calls too large for a compact-index instance's
+  // 32-bit indices (a direct launch's; kvc::compress never passes one), write nothing, as a
+  // launch without its required pointers.
   if (((kReadsWindows || Cfg::kSplitGroup) && !Cfg::usable_windows(sizes)) ||
+      (Cfg::kCompactIndex && !compact_index_fits<Ratio, HeadDim>(p)) ||
       (sizes.first_token(first_window) >= p.num_tokens) | !required_pointers_set<Ratio>(p))
     return;
   // PDL (LaunchOptions::pdl): nothing global is touched before the previous grid is done.

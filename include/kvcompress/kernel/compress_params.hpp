@@ -68,6 +68,45 @@ KVC_HOST_DEVICE constexpr bool use_warp_rows(int ratio, int64_t windows, int64_t
           num_reqs > 0 && num_tokens >= kWarpRowMinTokensPerRequest * num_reqs);
 }
 
+/// Compact-index instances (CompressConfig::kCompactIndex: the block rows that run decode
+/// steps) hold token indices and the element offsets of kv_score and latent rows in 32 bits
+/// (bench/NOTES.md 54). A call fits them when it has at most kCompactMaxTokens tokens (a
+/// window's lanes reach 32 tokens past the last) and every row it addresses ends at or below
+/// element offset 2^31 - 1 (compact_index_fits). kvc::compress gives any other call warp rows, which index in
+/// 64 bits; a compact instance launched directly for one writes nothing.
+constexpr int64_t kCompactMaxTokens = int64_t{1} << 30;
+constexpr int64_t kCompactMaxOffset = 2147483647;  // INT32_MAX
+
+/// Whether an Op A / fused call at `Ratio`, head dim `HeadDim` fits a compact-index instance:
+/// 1 .. kCompactMaxTokens tokens, and every kv_score row and (when written) latent row ends
+/// at or below element offset kCompactMaxOffset. One bound for both arrays, the larger
+/// stride with the kv_score row's width (a latent row is no wider; the answer differs only
+/// for a latent within HeadDim elements of the limit). No branch and no 64-bit product: the
+/// kernels test it before their PDL wait (about 15 instructions), on unvalidated values too;
+/// every operand is bounded (as unsigned, so negatives fail) before the 32 x 32-bit product.
+template <int Ratio, int HeadDim>
+KVC_HOST_DEVICE constexpr bool compact_index_fits(const CompressParams& p) {
+  constexpr uint32_t row_width = Ratio > 1 ? 2 * HeadDim : HeadDim;
+  static_assert(HeadDim > 0 && HeadDim <= 32768, "head dim out of range for compact offsets");
+  constexpr uint64_t kMax = static_cast<uint64_t>(kCompactMaxOffset);
+  const uint64_t last = static_cast<uint64_t>(p.num_tokens) - 1u;  // T <= 0 wraps and fails
+  const uint64_t kv = static_cast<uint64_t>(p.kv_score_stride_elems);
+  const uint64_t latent = p.latent == nullptr ? 0u : static_cast<uint64_t>(p.latent_stride_elems);
+  const uint32_t stride = static_cast<uint32_t>(kv) > static_cast<uint32_t>(latent) ? static_cast<uint32_t>(kv)
+                                                                                 : static_cast<uint32_t>(latent);
+  const uint64_t end = uint64_t{static_cast<uint32_t>(last)} * stride + row_width;
+  return (last < static_cast<uint64_t>(kCompactMaxTokens)) & (kv <= kMax) & (latent <= kMax) & (end <= kMax);
+}
+
+/// Whether kvc::compress / kvc::fused run a small-ratio call (Ratio < 16) in block rows: a
+/// call use_warp_rows leaves to them and that fits their 32-bit indices (compact_index_fits);
+/// every other call holds a row per warp.
+template <int Ratio, int HeadDim>
+KVC_HOST_DEVICE constexpr bool use_block_rows(const CompressParams& p) {
+  return !use_warp_rows(Ratio, p.num_tokens / Ratio, p.num_tokens, Ratio > 1 ? p.qsl_size - 1 : 0) &&
+         compact_index_fits<Ratio, HeadDim>(p);
+}
+
 /// Whether the pointers every Op A launch at `Ratio` reads are set and the index arrays'
 /// types valid (the host validation requires them; `latent` may be null in the fused op,
 /// `errors` always). The kernel tests it before its PDL wait, which also reads a field of

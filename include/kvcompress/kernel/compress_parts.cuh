@@ -144,6 +144,12 @@ struct CompressConfig {
   /// the Ratio - 1 tokens before the window (kMaxWindow + Ratio - 1 <= 32 lanes). The launch
   /// sizes the window to the GPU (windows); every other instance's window is Ratio.
   static constexpr bool kWideWindows = !kSplitGroup && kRowThreads == 32 && !kSpeculativeRows;
+  /// Block rows (decode-sized calls) index tokens and the rows of kv_score and latent in 32
+  /// bits (`Index`); a launch for a call that does not fit (compact_index_fits,
+  /// compress_params.hpp) takes warp rows instead, and a direct one writes nothing. Ring
+  /// slots and offsets stay 64-bit: the ring's extent is known only where num_blocks is given.
+  static constexpr bool kCompactIndex = !kSplitGroup && kRowThreads > 32;
+  using Index = std::conditional_t<kCompactIndex, int32_t, int64_t>;
   static constexpr int kMaxWindow = kWideWindows ? detail::widest_window(Ratio, 32) : Ratio;
   /// The windows of a call of `num_tokens` tokens (the kernel's last argument; in launch
   /// order, kWindowsPerBlock a block). `wave_blocks`: blocks of this instance the GPU runs
@@ -233,9 +239,10 @@ KVC_DEVICE int64_t usable_slot(const CompressParams& p, int64_t slot, int64_t po
 
 /// Whether `req` names a request of the call (0 .. num_reqs - 1). A token of any other
 /// request breaks the caller's contract; it is treated as padding, so no chunk bound is read
-/// for it.
+/// for it. One unsigned compare: a negative req widens to more than any request count.
 KVC_DEVICE bool known_request(const CompressParams& p, int32_t req) {
-  return req >= 0 && req < p.qsl_size - 1;
+  const int64_t num_reqs = p.qsl_size > 0 ? p.qsl_size - 1 : 0;
+  return static_cast<uint64_t>(int64_t{req}) < static_cast<uint64_t>(num_reqs);
 }
 
 /// usable_slot and known_request for the tokens of a warp's lanes at once, without a branch
@@ -268,10 +275,13 @@ KVC_DEVICE void chunk_bounds(const CompressParams& p, int32_t req, int64_t& firs
   end = b < first ? first : b > T ? T : b;
 }
 
-/// qsl[num_reqs], the end of the real tokens, clamped to 0 .. T.
-KVC_DEVICE int64_t real_tokens_end(const CompressParams& p) {
-  const int64_t e = p.qsl[p.qsl_size - 1];
-  return e < 0 ? 0 : e > p.num_tokens ? p.num_tokens : e;
+/// qsl[num_reqs], the end of the real tokens, clamped to 0 .. T; `Index` int32_t only
+/// where T fits it (compact-index instances).
+template <class Index = int64_t>
+KVC_DEVICE Index real_tokens_end(const CompressParams& p) {
+  const Index T = static_cast<Index>(p.num_tokens);
+  const Index e = p.qsl[p.qsl_size - 1];
+  return e < 0 ? 0 : e > T ? T : e;
 }
 
 /// The ring rows the head group of a chunk reads: positions q0 .. q0+count-1 of `block`.
@@ -319,15 +329,26 @@ struct CompressWarp {
   // Half a row (kv or score) of this thread, read-only path (kv_score) or plain (ring).
   template <bool ReadOnly>
   static KVC_DEVICE Raw load_half(const In* half, int lane) {
+    return load_half_at<ReadOnly>(half, 0, lane);
+  }
+  /// The same for the half row at element `offset` from `base`, the offsets summed in `Index`
+  /// (int32_t: one wide multiply-add per address instead of 64-bit adds).
+  template <bool ReadOnly, class Index>
+  static KVC_DEVICE Raw load_half_at(const In* base, Index offset, int lane) {
     Raw out;
     KVC_PRAGMA_UNROLL
     for (int v = 0; v < Cfg::kVecs; ++v) {
-      const In* src = half + Row::run_start(lane, v);
+      const In* src = base + (offset + static_cast<Index>(Row::run_start(lane, v)));
       const Array<In, E> vec = ReadOnly ? arch::load_readonly<E>(src) : arch::load<E>(src);
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) out[v * E + e] = vec[e];
     }
     return out;
+  }
+  /// Half a row of kv_score at element `offset` (input_offset, + HeadDim for the score half).
+  template <class Index>
+  static KVC_DEVICE Raw load_input_half(const CompressParams& p, Index offset, int lane) {
+    return load_half_at<true>(static_cast<const In*>(p.kv_score), offset, lane);
   }
 
   static KVC_DEVICE void store_half(In* half, int lane, const Raw& x) {
@@ -349,6 +370,11 @@ struct CompressWarp {
 
   static KVC_DEVICE const In* input_row(const CompressParams& p, int64_t t) {
     return static_cast<const In*>(p.kv_score) + t * p.kv_score_stride_elems;
+  }
+  /// Element offset of row t of kv_score, in `Index` (int32_t in compact-index instances).
+  template <class Index>
+  static KVC_DEVICE Index input_offset(const CompressParams& p, Index t) {
+    return t * static_cast<Index>(p.kv_score_stride_elems);
   }
   static KVC_DEVICE In* ring_row(const CompressParams& p, int64_t offset) {
     return static_cast<In*>(p.ring) + offset;
@@ -491,26 +517,28 @@ struct CompressWarp {
 /// calls both, with the same t and pos.
 struct LatentEpilogue {
   struct Pending {};
-  template <int Ratio, class Row>
-  KVC_DEVICE Pending begin(const CompressParams&, int64_t /*t*/, int64_t /*pos*/, int /*lane*/) const {
+  template <int Ratio, class Row, class Index>
+  KVC_DEVICE Pending begin(const CompressParams&, Index /*t*/, int64_t /*pos*/, int /*lane*/) const {
     return {};
   }
-  template <int Ratio, class Row>
-  KVC_DEVICE void operator()(const CompressParams& p, int64_t t, int64_t /*pos*/, const Pending&,
+  template <int Ratio, class Row, class Index>
+  KVC_DEVICE void operator()(const CompressParams& p, Index t, int64_t /*pos*/, const Pending&,
                              const Row& row) const {
     store(p, t, row);
   }
-  template <class Row>
-  KVC_DEVICE static void store(const CompressParams& p, int64_t t, const Row& row) {
+  /// `Index`: int32_t from compact-index instances (the row offset in 32 bits), else int64_t.
+  template <class Row, class Index>
+  KVC_DEVICE static void store(const CompressParams& p, Index t, const Row& row) {
     if (p.latent == nullptr) return;
     constexpr int E = Row::kVecElems;
-    uint16_t* dst = reinterpret_cast<uint16_t*>(p.latent) + t * p.latent_stride_elems;
+    uint16_t* const latent = reinterpret_cast<uint16_t*>(p.latent);
+    const Index offset = t * static_cast<Index>(p.latent_stride_elems);
     KVC_PRAGMA_UNROLL
     for (int v = 0; v < Row::kVecs; ++v) {
       Array<uint16_t, E> vec;
       KVC_PRAGMA_UNROLL
       for (int e = 0; e < E; ++e) vec[e] = row.bits[v * E + e];
-      arch::store<E>(dst + Row::run_start(row.lane, v), vec);
+      arch::store<E>(latent + (offset + static_cast<Index>(Row::run_start(row.lane, v))), vec);
     }
   }
 };

@@ -61,6 +61,7 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   using Cfg = CompressConfig<Ratio, HeadDim, In, RowThreads>;
   using Warp = CompressWarp<Ratio, HeadDim, In, RowThreads>;
   using Raw = typename Warp::Raw;
+  using Index = typename Cfg::Index;  // token indices: int32_t in block rows (compact), else int64_t
   constexpr int R = Ratio;
   constexpr int N = Cfg::kChannels;
   constexpr int kRows = Cfg::kSpeculativeRows ? R : 1;
@@ -74,43 +75,52 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   // one or more groups).
   const int64_t window = static_cast<int64_t>(blockIdx.x) * Cfg::kWindowsPerBlock + threadIdx.x / Cfg::kRowThreads;
   const int W = ReadsWindows ? windows.size(window) : R;
-  const int64_t w0 = ReadsWindows ? windows.first_token(window) : window * R;
   const int lane = threadIdx.x % 32;                // index roles (one token per lane)
   const int thread = threadIdx.x % Cfg::kRowThreads;  // channel slice of every row
-  const int64_t T = p.num_tokens;
-  if (w0 >= T) return;  // uniform over the row's threads (a warp or the block)
+  Index w0;
+  if constexpr (Cfg::kCompactIndex) {
+    // The block's one window: compress_kernel returned for blocks at or past T already, and
+    // its gate (compact_index_fits) keeps T, so w0 + 32, below 2^31.
+    static_assert(Cfg::kWindowsPerBlock == 1 && !ReadsWindows, "compact instances: block rows");
+    w0 = static_cast<Index>(blockIdx.x) * R;
+  } else {
+    w0 = ReadsWindows ? windows.first_token(window) : window * R;
+    if (w0 >= p.num_tokens) return;  // uniform over the row's threads (a warp or the block)
+  }
+  const Index T = static_cast<Index>(p.num_tokens);
   [[maybe_unused]] const int C = p.ring_layout.capacity;
   [[maybe_unused]] const int reach = C - R + 1;  // a tail store can hit a head row only this far in
 
   // 1. The first round trip: every load below is independent of the others.
+  // Bounds are tested as differences (C < T - t), never as t + C, which could overflow Index.
   WindowIndices mine;
-  const int64_t t_mine = w0 + lane;  // the token of lanes 0 .. W-1
+  const Index t_mine = w0 + lane;  // the token of lanes 0 .. W-1
   if (lane < W) {
     if (t_mine < T) {
       mine.slot = p.slot.load(t_mine);
       mine.pos = p.positions.load(t_mine);
       if constexpr (R > 1) {
         mine.req = p.req[t_mine];
-        if (t_mine + C < T) mine.req_ahead = p.req[t_mine + C];
-        if (t_mine - reach >= 0) mine.req_back = p.req[t_mine - reach];
-        if (t_mine + reach < T) mine.req_long = p.req[t_mine + reach];
+        if (C < T - t_mine) mine.req_ahead = p.req[t_mine + C];
+        if (t_mine >= reach) mine.req_back = p.req[t_mine - reach];
+        if (reach < T - t_mine) mine.req_long = p.req[t_mine + reach];
       }
     }
   } else if (R > 1 && lane < W + R - 1) {
-    const int64_t m = w0 + window_lane_token(lane, W);  // a token before the window
+    const Index m = w0 + window_lane_token(lane, W);  // a token before the window
     if (m >= 0) mine.req = p.req[m];
   }
-  int64_t real_end = T;  // tokens at or past it (trailing padding) belong to no chunk
-  if constexpr (R > 1) real_end = real_tokens_end(p);
+  Index real_end = T;  // tokens at or past it (trailing padding) belong to no chunk
+  if constexpr (R > 1) real_end = real_tokens_end<Index>(p);
   const Array<uint16_t, N> weight =
       Warp::template load_weight<true>(reinterpret_cast<const uint16_t*>(p.weight), thread);
   [[maybe_unused]] Raw kv_raw[kRows], score_raw[kRows];
   if constexpr (Cfg::kSpeculativeRows) {
     KVC_PRAGMA_UNROLL
     for (int i = 0; i < R; ++i) {
-      const In* row = Warp::input_row(p, w0 + i < T ? w0 + i : T - 1);
-      kv_raw[i] = Warp::template load_half<true>(row, thread);
-      if constexpr (R > 1) score_raw[i] = Warp::template load_half<true>(row + HeadDim, thread);
+      const Index row = Warp::input_offset(p, w0 + i < T ? w0 + i : T - 1);
+      kv_raw[i] = Warp::load_input_half(p, row, thread);
+      if constexpr (R > 1) score_raw[i] = Warp::load_input_half(p, row + HeadDim, thread);
     }
   }
 
@@ -125,7 +135,7 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
   bool deferred = false;   // a head group of a long chunk: it performs the colliding stores
   if constexpr (R > 1) {
     using Rules = WindowRules<R>;
-    WindowFacts f;
+    BasicWindowFacts<Index> f;
     f.t = t_mine;
     f.real_end = real_end;
     f.slot = lane < W ? mine.slot : -1;
@@ -197,7 +207,7 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
 #pragma unroll 1
   for (unsigned pending_mask = close_mask; pending_mask != 0u; pending_mask &= pending_mask - 1u) {
     const int i = __ffs(pending_mask) - 1;
-    const int64_t t = w0 + i;
+    const Index t = w0 + i;
     TokenPlan tp{__shfl_sync(kAll, mine.slot, i), __shfl_sync(kAll, mine.pos, i), 0, 0, 0, 0, 0u};
     const int out = __shfl_sync(kAll, count, i);
     tp.chunk_first = static_cast<int32_t>(t - (R - 1) + out);  // first member that is an input row
@@ -216,9 +226,9 @@ KVC_DEVICE void compress_small_ratio(const CompressParams& p, const Epilogue& ep
         kv_first = Warp::template load_half<false>(row, thread);
         score_first = Warp::template load_half<false>(row + HeadDim, thread);
       } else if (i == 0) {
-        const In* row = Warp::input_row(p, t - 1);
-        kv_first = Warp::template load_half<true>(row, thread);
-        score_first = Warp::template load_half<true>(row + HeadDim, thread);
+        const Index row = Warp::input_offset(p, t - 1);
+        kv_first = Warp::load_input_half(p, row, thread);
+        score_first = Warp::load_input_half(p, row + HeadDim, thread);
       } else {
         kv_first = kv_raw[0];
         score_first = score_raw[0];

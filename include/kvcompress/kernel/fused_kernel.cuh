@@ -27,8 +27,9 @@ struct RecordEpilogue {
 
   // The cache slot and the angles depend only on the token and its position: they are
   // loaded while the group's rows are in flight, not after the row is finished.
-  template <int Ratio, class Row>
-  KVC_DEVICE Pending<Row> begin(const CompressParams&, int64_t t, int64_t pos, int lane) const {
+  // `Index`: the kernel's token index type (int32_t in compact-index instances).
+  template <int Ratio, class Row, class Index>
+  KVC_DEVICE Pending<Row> begin(const CompressParams&, Index t, int64_t pos, int lane) const {
     Pending<Row> pending;
     pending.slot = record.cache_slot.load(t);
     const int64_t rope_pos = (pos / Ratio) * Ratio;  // pos >= 0: Op A skipped negative ones
@@ -40,8 +41,8 @@ struct RecordEpilogue {
     return pending;
   }
 
-  template <int Ratio, class Row>
-  KVC_DEVICE void operator()(const CompressParams& p, int64_t t, int64_t pos,
+  template <int Ratio, class Row, class Index>
+  KVC_DEVICE void operator()(const CompressParams& p, Index t, int64_t pos,
                              const Pending<Row>& pending, const Row& row) const {
     LatentEpilogue::store(p, t, row);
     int64_t group_pos;

@@ -35,10 +35,15 @@ KVC_HOST_DEVICE constexpr int widest_window(int ratio, int lanes) {
 }
 
 /// What the first round trip gives the lane of token t (ratio R > 1, ring capacity C,
-/// reach = C - R + 1); a request of -1 means "no such token".
-struct WindowFacts {
-  int64_t t = 0;          // the token
-  int64_t real_end = 0;   // qsl[num_reqs]: tokens at or past it belong to no chunk
+/// reach = C - R + 1); a request of -1 means "no such token". `Index`: the type of token
+/// indices, int64_t, or int32_t in the instances whose launches keep every token index and
+/// element offset below 2^31 (CompressConfig::kCompactIndex, compact_index_fits): 32-bit
+/// arithmetic is about half the instructions of the decode path's index work (bench/NOTES.md
+/// 54). The rules below never form t + C or t + reach, so they hold up to the type's limit.
+template <class Index>
+struct BasicWindowFacts {
+  Index t = 0;            // the token
+  Index real_end = 0;     // qsl[num_reqs]: tokens at or past it belong to no chunk
   int64_t slot = -1;      // ring slot (< 0: padding)
   int64_t pos = 0;        // position
   int32_t req = -1;       // req[t]
@@ -46,14 +51,21 @@ struct WindowFacts {
   int32_t req_back = -1;  // req[t - reach], -1 when t - reach < 0
   int32_t req_long = -1;  // req[t + reach], -1 when t + reach >= num_tokens
 };
+using WindowFacts = BasicWindowFacts<int64_t>;
 
 template <int Ratio>
 struct WindowRules {
   static_assert(Ratio > 1, "ratio 1 has no groups to plan");
 
-  /// Whether t is a token (not padding) that closes a group.
-  KVC_HOST_DEVICE static bool closes(const WindowFacts& f) {
-    return f.slot >= 0 && (f.pos + 1) % Ratio == 0;
+  /// Whether t is a token (not padding) that closes a group. At a power-of-two ratio only
+  /// the position's low bits decide (for any position, negative ones included), so the
+  /// test is on 32 bits.
+  template <class Index>
+  KVC_HOST_DEVICE static bool closes(const BasicWindowFacts<Index>& f) {
+    if constexpr ((Ratio & (Ratio - 1)) == 0)
+      return f.slot >= 0 && ((static_cast<uint32_t>(f.pos) + 1u) & uint32_t{Ratio - 1}) == 0u;
+    else
+      return f.slot >= 0 && (f.pos + 1) % Ratio == 0;
   }
 
   /// Members of t's group before t's chunk (read from the ring), from member_req[k - 1] =
@@ -68,25 +80,29 @@ struct WindowRules {
   }
 
   /// Whether t's row goes to the ring: t is a real token among its chunk's last C tokens,
-  /// i.e. token t + C belongs to another request or is past real_end.
-  KVC_HOST_DEVICE static bool tail(const WindowFacts& f, int capacity) {
-    return f.slot >= 0 && f.t < f.real_end && (f.t + capacity >= f.real_end || f.req_ahead != f.req);
+  /// i.e. token t + C belongs to another request or is past real_end (real_end - t <= C:
+  /// t < real_end first, so the difference neither overflows nor is negative).
+  template <class Index>
+  KVC_HOST_DEVICE static bool tail(const BasicWindowFacts<Index>& f, int capacity) {
+    return f.slot >= 0 && f.t < f.real_end && (f.real_end - f.t <= capacity || f.req_ahead != f.req);
   }
 
   /// Whether t's ring store might overwrite a row its chunk's head group reads: only when
   /// the chunk holds the reach tokens before t (else every ring row t writes is one the
   /// head group does not read, or there is no head group). Such a token takes the slow
   /// path (the chunk bounds and the head group's slot) to find out.
-  KVC_HOST_DEVICE static bool may_collide(const WindowFacts& f, bool is_tail) {
+  template <class Index>
+  KVC_HOST_DEVICE static bool may_collide(const BasicWindowFacts<Index>& f, bool is_tail) {
     return is_tail && f.req_back == f.req;
   }
 
   /// Whether t closes its chunk's head group (count > 0 members in the ring) and the chunk
   /// is long enough for a tail store to collide with its reads: it then performs the
   /// colliding stores itself, after its reads.
-  KVC_HOST_DEVICE static bool defers_stores(const WindowFacts& f, int count, int capacity) {
+  template <class Index>
+  KVC_HOST_DEVICE static bool defers_stores(const BasicWindowFacts<Index>& f, int count, int capacity) {
     const int reach = capacity - Ratio + 1;
-    return closes(f) && f.t < f.real_end && count > 0 && f.req_long == f.req && f.t + reach < f.real_end;
+    return closes(f) && f.t < f.real_end && count > 0 && f.req_long == f.req && f.real_end - f.t > reach;
   }
 };
 

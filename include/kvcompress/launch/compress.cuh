@@ -85,7 +85,8 @@ Status launch_compress_rows(const char* name, const CompressParams& p, cudaStrea
 
 /// ... with the row mapping for the call's size: at small ratios, a warp per row for large
 /// calls (use_warp_rows: kWarpRowMinWindows windows, or at ratio 2
-/// kWarpRowPrefillMinWindows of long requests), the default (a block per row) below.
+/// kWarpRowPrefillMinWindows of long requests) and for calls past the block rows' 32-bit
+/// indices, the default (a block per row) otherwise (use_block_rows).
 template <int Ratio, int HeadDim, typename In, class Epilogue>
 Status launch_compress_unchecked(const char* name, const CompressParams& p, cudaStream_t stream,
                                  const LaunchOptions& options, const Epilogue& epilogue) {
@@ -98,7 +99,10 @@ Status launch_compress_unchecked(const char* name, const CompressParams& p, cuda
 #endif
   using Cfg = CompressConfig<Ratio, HeadDim, In>;
   if constexpr (!Cfg::kSplitGroup && Cfg::kRowThreads > 32) {
-    if (use_warp_rows(Ratio, p.num_tokens / Ratio, p.num_tokens, Ratio > 1 ? p.qsl_size - 1 : 0))
+    // Block rows index in 32 bits (CompressConfig::kCompactIndex); a call they cannot
+    // address takes warp rows whatever its size (use_block_rows).
+    static_assert(Cfg::kCompactIndex, "block rows are the compact-index instances");
+    if (!use_block_rows<Ratio, HeadDim>(p))
       return launch_compress_rows<Ratio, HeadDim, In, 32>(name, p, stream, options, epilogue);
   }
   return launch_compress_rows<Ratio, HeadDim, In, 0>(name, p, stream, options, epilogue);
